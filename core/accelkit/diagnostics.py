@@ -1,0 +1,64 @@
+"""Why each family found what it found: notes collected while a manager detects.
+
+A detection layer that finds nothing, a command that times out, a file that is garbage: none of
+these is an exception, each is a :class:`Diagnostic`. Managers call :func:`note`; the core
+collects the notes per family with :func:`collecting` and puts them on the ``Node``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass
+from typing import Any, Optional
+
+__all__ = ["LEVELS", "Diagnostic", "collecting", "note"]
+
+LEVELS = ("info", "warning", "error")
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One finding: the family it concerns, how serious it is, and what to do about it."""
+
+    family: str
+    level: str
+    message: str
+
+    def __post_init__(self) -> None:
+        if self.level not in LEVELS:
+            raise ValueError(f"diagnostic level must be one of {LEVELS}, got {self.level!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form; :meth:`from_dict` restores it."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Diagnostic:
+        """Rebuild from :meth:`to_dict`."""
+        return cls(family=data["family"], level=data["level"], message=data["message"])
+
+
+_sink: ContextVar[Optional[tuple[str, list[Diagnostic]]]] = ContextVar(
+    "accelkit_diagnostics", default=None
+)
+
+
+def note(message: str, level: str = "info") -> None:
+    """Record a finding for the family being detected; a no-op outside detection."""
+    current = _sink.get()
+    if current is not None:
+        family, notes = current
+        notes.append(Diagnostic(family, level, message))
+
+
+@contextlib.contextmanager
+def collecting(family: str) -> Iterator[list[Diagnostic]]:
+    """Collect every :func:`note` made inside the block for ``family``."""
+    notes: list[Diagnostic] = []
+    token = _sink.set((family, notes))
+    try:
+        yield notes
+    finally:
+        _sink.reset(token)

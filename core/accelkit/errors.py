@@ -1,0 +1,34 @@
+"""The exceptions accelkit raises, in one place so callers can catch them without importing more."""
+
+from __future__ import annotations
+
+__all__ = [
+    "AccelkitError",
+    "ConfigurationError",
+    "InvalidRequest",
+    "PluginError",
+    "Unsatisfiable",
+]
+
+
+class AccelkitError(Exception):
+    """Base class of every error accelkit raises on purpose."""
+
+
+class InvalidRequest(AccelkitError, ValueError):
+    """A resource request, quantity or grant operation that is wrong as written.
+
+    A ``ValueError`` so schedulers that already validate with ``except ValueError`` keep working.
+    """
+
+
+class Unsatisfiable(InvalidRequest):
+    """A well-formed request that can never fit on this node, however much is released."""
+
+
+class ConfigurationError(AccelkitError, ValueError):
+    """The node's configuration contradicts itself (an override against a visibility variable)."""
+
+
+class PluginError(AccelkitError, RuntimeError):
+    """A plugin that the user required failed to load, or two plugins claim one family."""

@@ -1,0 +1,54 @@
+"""The hooks a plugin may implement; each docstring is the hook's reference documentation.
+
+Plugins mark implementations with ``@accelkit.hookimpl`` and never import pluggy themselves.
+Only ``accelkit_register_managers`` is needed for a new accelerator; the others exist where
+several plugins contribute at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Optional
+
+import pluggy
+
+if TYPE_CHECKING:
+    from .grant import Grant
+    from .manager import AcceleratorManager
+    from .node import Node
+
+__all__ = ["PROJECT", "hookimpl", "hookspec"]
+
+PROJECT = "accelkit"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def accelkit_register_managers() -> Iterable[AcceleratorManager]:
+    """Return the accelerator managers this plugin provides (usually one).
+
+    Called once per process, on first use of discovery. Each manager's ``name`` is its family;
+    two plugins claiming one family is an error unless one declares ``replaces``.
+    """
+
+
+@hookspec
+def accelkit_node_labels(node: Node) -> Optional[Mapping[str, str]]:
+    """Return extra labels for a detected node (e.g. a site's rack or a driver version).
+
+    Keys are used as given; every implementation's labels are merged in plugin order, and a
+    key that an earlier source already set is kept from that source.
+    """
+
+
+@hookspec
+def accelkit_worker_env(
+    grant: Grant, env: Mapping[str, Optional[str]]
+) -> Optional[Mapping[str, Optional[str]]]:
+    """Return variables to add to a worker's environment for ``grant`` (None: nothing).
+
+    ``env`` is what the families' visibility rules produced; an implementation must not undo
+    them, only add (e.g. advisory framework memory hints for fractional shares). A value of
+    None asks for the variable to be unset.
+    """

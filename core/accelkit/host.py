@@ -1,0 +1,427 @@
+"""``Host``: everything a manager may look at, and the only way it looks.
+
+A manager never opens a file, reads a variable, runs a program or imports a vendor library
+except through the ``Host`` it is given. That single seam is what lets every plugin be tested
+without hardware (:class:`FakeHost`), lets a node be recorded and replayed (snapshots), and lets
+the conformance kit prove that detection touches nothing else.
+
+Paths are always written as they are on the machine (``/sys/class/drm``); a host maps them under
+its ``root``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import json
+import os
+import posixpath
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, NamedTuple, Optional, Union
+
+__all__ = [
+    "DEFAULT_COMMAND_TIMEOUT",
+    "DEFAULT_PROBE_TIMEOUT",
+    "CommandResult",
+    "CommandSpec",
+    "FakeHost",
+    "Host",
+    "LocalHost",
+    "ProbeError",
+    "natural_key",
+]
+
+DEFAULT_COMMAND_TIMEOUT = 10.0
+"""Seconds a vendor command may take before it is killed and reported (``nvidia-smi`` can hang)."""
+
+DEFAULT_PROBE_TIMEOUT = 20.0
+"""Seconds a library probe process may take (SYCL and ACL initialisation is slow, not endless)."""
+
+MAX_READ_BYTES = 1 << 20
+"""Larger files are not device facts; reading stops there."""
+
+
+class CommandResult(NamedTuple):
+    """What a command returned: exit code and decoded output."""
+
+    returncode: int
+    stdout: str
+    stderr: str = ""
+
+
+class ProbeError(RuntimeError):
+    """A probe function raised, or its process died, in the probe process."""
+
+
+ProbeFunction = Callable[..., Any]
+"""A module-level function ``f(import_module, *args)`` whose result is plain JSON data."""
+
+CommandSpec = Union[
+    "tuple[int, str]",
+    "tuple[int, str, str]",
+    BaseException,
+    "type[BaseException]",
+    Callable[[Sequence[str]], Any],
+]
+"""How a :class:`FakeHost` answers a command: ``(rc, stdout)``, ``(rc, stdout, stderr)``, an
+exception (instance or class) to raise, or a callable taking argv and returning one of those."""
+
+
+def natural_key(text: str) -> tuple[Any, ...]:
+    """Sort key that puts ``card2`` before ``card10`` (string order gave "10,2" once)."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
+
+
+class Host:
+    """Files under ``root``, an environment, commands and libraries.
+
+    Subclasses provide :attr:`env`, :meth:`run`, :meth:`import_module` and :meth:`probe`; the file
+    methods here work for any root. Every file method answers "nothing" (``None``, ``[]``,
+    ``False``) instead of raising for missing, unreadable or binary files, because a missing file
+    is the normal way a vendor is absent.
+    """
+
+    def __init__(self, root: Optional[Union[str, os.PathLike[str]]]) -> None:
+        self.root: Optional[Path] = Path(root) if root is not None else None
+
+    # -- files -----------------------------------------------------------------------------
+    def _local(self, path: str) -> Optional[Path]:
+        """The local path of machine path ``path`` with symlinks resolved inside the root."""
+        if self.root is None:
+            return None
+        if not path.startswith("/"):
+            raise ValueError(f"host paths are absolute, got {path!r}")
+        resolved = self._resolve(path)
+        return None if resolved is None else self.root / resolved.lstrip("/")
+
+    def _resolve(self, path: str) -> Optional[str]:
+        """Resolve symlinks of a machine path as the machine would, never leaving the root."""
+        assert self.root is not None
+        parts = [p for p in path.split("/") if p and p != "."]
+        done = "/"
+        hops = 0
+        while parts:
+            part = parts.pop(0)
+            if part == "..":
+                done = posixpath.dirname(done.rstrip("/")) or "/"
+                continue
+            candidate = posixpath.join(done, part)
+            local = self.root / candidate.lstrip("/")
+            if local.is_symlink():
+                hops += 1
+                if hops > 40:
+                    return None
+                target = os.readlink(local)
+                base = "/" if target.startswith("/") else done
+                parts = [
+                    p for p in posixpath.join(base, target).split("/") if p and p != "."
+                ] + parts
+                done = "/"
+                continue
+            done = candidate
+        return done
+
+    def realpath(self, path: str) -> Optional[str]:
+        """``path`` with every symlink resolved, as a machine path; None when the root is empty."""
+        if self.root is None:
+            return None
+        return self._resolve(path)
+
+    def read_text(self, path: str) -> Optional[str]:
+        """A text file's content, or None when missing, unreadable, a directory or binary."""
+        local = self._local(path)
+        if local is None:
+            return None
+        try:
+            with open(local, "rb") as handle:
+                data = handle.read(MAX_READ_BYTES)
+        except OSError:
+            return None
+        if b"\0" in data:
+            return None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` exists (after symlinks)."""
+        local = self._local(path)
+        return local is not None and local.exists()
+
+    def is_dir(self, path: str) -> bool:
+        """Whether ``path`` is a directory (after symlinks)."""
+        local = self._local(path)
+        return local is not None and local.is_dir()
+
+    def listdir(self, path: str) -> list[str]:
+        """Entry names of a directory in natural order; ``[]`` when it is missing."""
+        local = self._local(path)
+        if local is None:
+            return []
+        try:
+            return sorted(os.listdir(local), key=natural_key)
+        except OSError:
+            return []
+
+    def readlink(self, path: str) -> Optional[str]:
+        """The target of symlink ``path`` as written (for driver links), or None."""
+        if self.root is None:
+            return None
+        parent = self._resolve(posixpath.dirname(path) or "/")
+        if parent is None:
+            return None
+        local = self.root / parent.lstrip("/") / posixpath.basename(path)
+        try:
+            return os.readlink(local)
+        except OSError:
+            return None
+
+    def glob(self, pattern: str) -> list[str]:
+        """Machine paths matching a shell pattern (``*``, ``?``, ``[...]`` per component)."""
+        if not pattern.startswith("/"):
+            raise ValueError(f"host glob patterns are absolute, got {pattern!r}")
+        matches = ["/"]
+        for part in (p for p in pattern.split("/") if p):
+            following: list[str] = []
+            for base in matches:
+                if any(ch in part for ch in "*?["):
+                    names = [n for n in self.listdir(base) if fnmatch.fnmatchcase(n, part)]
+                    following.extend(posixpath.join(base, n) for n in names)
+                elif self.exists(posixpath.join(base, part)) or self.readlink(
+                    posixpath.join(base, part)
+                ):
+                    following.append(posixpath.join(base, part))
+            matches = following
+        return sorted(matches, key=natural_key)
+
+    # -- environment, commands, libraries ---------------------------------------------------
+    @property
+    def env(self) -> Mapping[str, str]:
+        """The environment the node's processes were started with."""
+        raise NotImplementedError
+
+    def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
+        """Run a program (no shell) and return its result, whatever its exit code.
+
+        Raises ``FileNotFoundError`` when the program is not installed and ``TimeoutError`` when
+        it runs past ``timeout`` seconds (default :data:`DEFAULT_COMMAND_TIMEOUT`).
+        """
+        raise NotImplementedError
+
+    def import_module(self, name: str) -> ModuleType:
+        """Import a vendor library in this process (for fork-safe, non-blocking ones like NVML)."""
+        raise NotImplementedError
+
+    def probe(self, function: ProbeFunction, *args: Any, timeout: Optional[float] = None) -> Any:
+        """Call ``function(import_module, *args)`` where a hang or crash cannot hurt the caller.
+
+        For libraries that can block or are not fork-safe (dpctl, acl, habana). ``function`` must
+        be a module-level function returning plain JSON data. Raises ``ImportError`` when the
+        library is not installed, ``TimeoutError`` after ``timeout`` seconds (default
+        :data:`DEFAULT_PROBE_TIMEOUT`) and :class:`ProbeError` when the function raises.
+        """
+        raise NotImplementedError
+
+
+class LocalHost(Host):
+    """The machine this process runs on."""
+
+    def __init__(self, root: Union[str, os.PathLike[str]] = "/") -> None:
+        super().__init__(root)
+
+    def _local(self, path: str) -> Optional[Path]:
+        if str(self.root) == "/":
+            if not path.startswith("/"):
+                raise ValueError(f"host paths are absolute, got {path!r}")
+            return Path(path)
+        return super()._local(path)
+
+    def realpath(self, path: str) -> Optional[str]:
+        if str(self.root) == "/":
+            return os.path.realpath(path)
+        return super().realpath(path)
+
+    def readlink(self, path: str) -> Optional[str]:
+        if str(self.root) == "/":
+            try:
+                return os.readlink(path)
+            except OSError:
+                return None
+        return super().readlink(path)
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        return os.environ
+
+    def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
+        argv = list(argv)
+        if not argv:
+            raise ValueError("run() needs a program")
+        if shutil.which(argv[0]) is None:
+            raise FileNotFoundError(f"{argv[0]}: not found on PATH")
+        limit = DEFAULT_COMMAND_TIMEOUT if timeout is None else timeout
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            out, err = process.communicate(timeout=limit)
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            raise TimeoutError(f"{argv[0]} did not finish within {limit:g}s") from None
+        return CommandResult(
+            process.returncode,
+            out.decode("utf-8", "replace"),
+            err.decode("utf-8", "replace"),
+        )
+
+    def import_module(self, name: str) -> ModuleType:
+        return importlib.import_module(name)
+
+    def probe(self, function: ProbeFunction, *args: Any, timeout: Optional[float] = None) -> Any:
+        limit = DEFAULT_PROBE_TIMEOUT if timeout is None else timeout
+        request = json.dumps(
+            {
+                "path": sys.path,
+                "module": function.__module__,
+                "name": function.__qualname__,
+                "args": list(args),
+            }
+        )
+        process = subprocess.Popen(
+            [sys.executable, "-c", _PROBE_MAIN],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            out, err = process.communicate(request.encode(), timeout=limit)
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            raise TimeoutError(
+                f"probe {function.__module__}.{function.__qualname__} did not finish within "
+                f"{limit:g}s"
+            ) from None
+        lines = out.decode("utf-8", "replace").strip().splitlines()
+        try:
+            reply = json.loads(lines[-1])
+        except (IndexError, ValueError):
+            tail = err.decode("utf-8", "replace").strip()[-500:]
+            raise ProbeError(
+                f"probe process exited with code {process.returncode} without an answer: {tail}"
+            ) from None
+        if "missing" in reply:
+            raise ModuleNotFoundError(reply["missing"])
+        if "error" in reply:
+            raise ProbeError(reply["error"])
+        return reply["result"]
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """Kill a timed-out child and whatever it started, then reap it."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except OSError:
+        process.kill()
+    process.communicate()
+
+
+_PROBE_MAIN = """
+import importlib, json, sys
+request = json.loads(sys.stdin.read())
+sys.path[:] = request["path"]
+try:
+    target = importlib.import_module(request["module"])
+    for part in request["name"].split("."):
+        target = getattr(target, part)
+    line = json.dumps({"result": target(importlib.import_module, *request["args"])})
+except ImportError as exc:
+    line = json.dumps({"missing": f"{type(exc).__name__}: {exc}"})
+except BaseException as exc:
+    line = json.dumps({"error": f"{type(exc).__name__}: {exc}"})
+sys.stdout.write("\\n" + line + "\\n")
+"""
+
+
+class FakeHost(Host):
+    """A host made of exactly what it is given, and nothing of the real machine.
+
+    ``root``: a directory standing for ``/`` (None: no files at all). ``env``: the variables.
+    ``commands``: keyed by program name (``"nvidia-smi"``) or by an argv prefix tuple
+    (``("neuron-ls", "--json-output")``, longest prefix wins), valued as :data:`CommandSpec`.
+    ``modules``: importable libraries by name; a value may be an exception to raise on import.
+    ``runs`` records every argv run, for tests that check what was asked.
+    """
+
+    def __init__(
+        self,
+        root: Optional[Union[str, os.PathLike[str]]] = None,
+        env: Optional[Mapping[str, str]] = None,
+        commands: Optional[Mapping[Union[str, tuple[str, ...]], CommandSpec]] = None,
+        modules: Optional[Mapping[str, Any]] = None,
+    ) -> None:
+        super().__init__(root)
+        self._env = dict(env or {})
+        self._commands: dict[tuple[str, ...], CommandSpec] = {}
+        for key, spec in (commands or {}).items():
+            prefix = (key,) if isinstance(key, str) else tuple(key)
+            if not prefix:
+                raise ValueError("a FakeHost command key needs at least the program name")
+            self._commands[prefix] = spec
+        self._modules = dict(modules or {})
+        self.runs: list[tuple[str, ...]] = []
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        return self._env
+
+    def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
+        argv = tuple(argv)
+        if not argv:
+            raise ValueError("run() needs a program")
+        self.runs.append(argv)
+        matches = [p for p in self._commands if argv[: len(p)] == p]
+        if not matches:
+            raise FileNotFoundError(f"{argv[0]}: not found on PATH")
+        spec: Any = self._commands[max(matches, key=len)]
+        if callable(spec) and not isinstance(spec, type):
+            spec = spec(argv)
+        if isinstance(spec, BaseException) or (
+            isinstance(spec, type) and issubclass(spec, BaseException)
+        ):
+            raise spec
+        if isinstance(spec, CommandResult):
+            return spec
+        if isinstance(spec, tuple) and len(spec) in (2, 3):
+            return CommandResult(*spec)
+        raise TypeError(f"FakeHost command {argv!r}: cannot answer with {spec!r}")
+
+    def import_module(self, name: str) -> ModuleType:
+        if name not in self._modules:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        module = self._modules[name]
+        if isinstance(module, BaseException) or (
+            isinstance(module, type) and issubclass(module, BaseException)
+        ):
+            raise module
+        return module  # type: ignore[no-any-return]
+
+    def probe(self, function: ProbeFunction, *args: Any, timeout: Optional[float] = None) -> Any:
+        try:
+            return function(self.import_module, *args)
+        except (TimeoutError, ImportError):
+            raise
+        except Exception as exc:
+            raise ProbeError(f"{type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,195 @@
+"""``AcceleratorManager``: the contract every vendor plugin fulfils.
+
+A plugin subclasses it, declares its vendor's facts as class attributes and writes ``detect()``.
+Everything else has a default that is right for a typical GPU family, so a plugin overrides only
+where its vendor differs. Vendor facts belong here as data, never as branches in the core.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar, Optional
+
+from .device import Device
+from .errors import InvalidRequest
+from .placement import LOWEST_FREE, Placement
+from .quantities import UNIT, to_units
+from .visibility import NOTHING_VISIBLE, join_ids, split_ids
+
+if TYPE_CHECKING:
+    from .host import Host
+
+__all__ = [
+    "ACCELERATOR_TYPE_PREFIX",
+    "API_VERSION",
+    "AcceleratorManager",
+]
+
+API_VERSION = 1
+"""The contract version this accelkit implements; a manager declares the one it was written for."""
+
+ACCELERATOR_TYPE_PREFIX = "accelerator_type:"
+"""Node resource ``accelerator_type:<label>`` = 1 for every type label a node has."""
+
+_FAMILY = re.compile(r"^[a-z][a-z0-9_]*$")
+_RESOURCE = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]*$")
+
+
+class AcceleratorManager:
+    """One accelerator family: how to find its devices and how to make a process see them.
+
+    Required: :attr:`name` (the family, e.g. ``"nvidia"``), :attr:`resource_name` (e.g.
+    ``"GPU"``) and :meth:`detect`. Everything else is declared data with defaults.
+    """
+
+    name: ClassVar[str]
+    """The family: the key of ``get_manager``, ``Device.family``, ``visible_ids`` and
+    ``ACCELKIT_NOSET_<FAMILY>``. Lowercase, e.g. ``"nvidia"``."""
+
+    resource_name: ClassVar[str]
+    """The schedulable resource the devices count towards, e.g. ``"GPU"``."""
+
+    api_version: ClassVar[int] = API_VERSION
+    """The accelkit contract version the plugin was written against."""
+
+    visible_devices_env_var: ClassVar[Optional[str]] = None
+    """The primary visibility variable (``CUDA_VISIBLE_DEVICES``), for reading and for display."""
+
+    env_vars_read: ClassVar[tuple[str, ...]] = ()
+    """Every variable the family's runtime reads, container layers included; defaults to the
+    primary variable. Snapshots record these, and only these."""
+
+    nothing_visible: ClassVar[tuple[str, ...]] = NOTHING_VISIBLE
+    """Values of the variable that mean "no device visible"."""
+
+    fractional: ClassVar[bool] = True
+    """Whether a request may take a fraction (below 1) of one device."""
+
+    allowed_quantities: ClassVar[Optional[tuple[int, ...]]] = None
+    """Whole-device counts a request may ask for (TPU: 1, 2, 4, 8); None: any whole number."""
+
+    placement: ClassVar[Placement] = LOWEST_FREE
+    """Which free devices may serve a request for several whole devices."""
+
+    framework_device: ClassVar[Optional[str]] = None
+    """The device name frameworks use (``"cuda"``, ``"xpu"``, ``"hpu"``, ``"npu"``)."""
+
+    collective_backend: ClassVar[Optional[str]] = None
+    """The collective-communication backend (``"nccl"``, ``"hccl"``, ...)."""
+
+    replaces: ClassVar[Optional[str]] = None
+    """The family of a built-in this plugin deliberately replaces (a vendor's own plugin)."""
+
+    # -- detection ---------------------------------------------------------------------------
+    def detect(self, host: Host) -> list[Device]:
+        """The family's devices on ``host``, in index order.
+
+        Never raises for an absent or broken vendor stack: return ``[]`` and record why with
+        :func:`accelkit.note`. Look at the machine only through ``host``.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement detect()")
+
+    # -- visibility --------------------------------------------------------------------------
+    def all_env_vars_read(self) -> tuple[str, ...]:
+        """:attr:`env_vars_read`, or the primary variable when none are declared."""
+        if self.env_vars_read:
+            return self.env_vars_read
+        return (self.visible_devices_env_var,) if self.visible_devices_env_var else ()
+
+    def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
+        """The ids the family's runtime would show under ``env``: None when unrestricted."""
+        var = self.visible_devices_env_var
+        if var is None or var not in env:
+            return None
+        return split_ids(env[var], self.nothing_visible)
+
+    def matches(self, token: str, device: Device) -> bool:
+        """Whether a token of the visibility variable names ``device`` (its id, index or UUID)."""
+        return token in (device.id, device.uuid) or (
+            token.isdigit() and device.index is not None and int(token) == device.index
+        )
+
+    def visibility_env(self, ids: Sequence[str]) -> dict[str, Optional[str]]:
+        """Variables that make a process see exactly ``ids`` (None: unset that variable)."""
+        if self.visible_devices_env_var is None:
+            return {}
+        return {self.visible_devices_env_var: join_ids(ids)}
+
+    # -- quantities --------------------------------------------------------------------------
+    def validate_quantity(self, quantity: object) -> int:
+        """Integer units (1e-4) for ``quantity`` devices, or raise :class:`InvalidRequest`."""
+        what = f"{self.resource_name} quantity"
+        units = to_units(quantity, what=what)
+        if units % UNIT:
+            if not self.fractional:
+                raise InvalidRequest(
+                    f"{what} {quantity!r} is fractional, but {self.name} devices are granted "
+                    f"whole: {self._allowed_text()}"
+                )
+            return units
+        if (
+            self.allowed_quantities is not None
+            and units
+            and units // UNIT not in self.allowed_quantities
+        ):
+            raise InvalidRequest(f"{what} {quantity!r} is not allowed: {self._allowed_text()}")
+        return units
+
+    def _allowed_text(self) -> str:
+        whole = (
+            ", ".join(str(n) for n in self.allowed_quantities)
+            if self.allowed_quantities is not None
+            else "any whole number"
+        )
+        fraction = "a fraction below 1, or " if self.fractional else ""
+        return f"ask for {fraction}{whole}"
+
+    # -- naming ------------------------------------------------------------------------------
+    def accelerator_type(self, devices: Sequence[Device]) -> Optional[str]:
+        """The node's type label for this family: the first device's label (None if unlabelled)."""
+        return next((d.type_label for d in devices if d.type_label), None)
+
+    def additional_resources(self, devices: Sequence[Device], host: Host) -> dict[str, float]:
+        """Extra node resources beside the device count (e.g. a TPU slice name)."""
+        return {}
+
+    def labels(self, devices: Sequence[Device], host: Host) -> dict[str, str]:
+        """Extra node labels; the core prefixes each key with ``<prefix><family>.``."""
+        return {}
+
+    # -- contract ----------------------------------------------------------------------------
+    def contract_errors(self) -> list[str]:
+        """What is wrong with this manager's declarations, as sentences; empty when valid."""
+        errors: list[str] = []
+        cls = type(self).__name__
+        name = getattr(self, "name", None)
+        if not isinstance(name, str) or not _FAMILY.match(name):
+            errors.append(f"{cls}.name must be a lowercase identifier like 'nvidia', got {name!r}")
+        resource = getattr(self, "resource_name", None)
+        if not isinstance(resource, str) or not _RESOURCE.match(resource):
+            errors.append(f"{cls}.resource_name must be a name like 'GPU', got {resource!r}")
+        elif resource.startswith(ACCELERATOR_TYPE_PREFIX.rstrip(":")):
+            errors.append(f"{cls}.resource_name {resource!r} collides with accelerator_type:")
+        if not isinstance(self.api_version, int) or not 1 <= self.api_version <= API_VERSION:
+            errors.append(
+                f"{cls}.api_version is {self.api_version!r}; "
+                f"this accelkit supports 1..{API_VERSION}"
+            )
+        if self.allowed_quantities is not None and (
+            not self.allowed_quantities
+            or any(not isinstance(n, int) or n < 1 for n in self.allowed_quantities)
+        ):
+            errors.append(
+                f"{cls}.allowed_quantities must be positive whole numbers, got "
+                f"{self.allowed_quantities!r}"
+            )
+        if not isinstance(self.placement, Placement):
+            errors.append(f"{cls}.placement must be a Placement, got {self.placement!r}")
+        if type(self).detect is AcceleratorManager.detect:
+            errors.append(f"{cls} must implement detect(host)")
+        return errors
+
+    def __repr__(self) -> str:
+        family = getattr(self, "name", "?")
+        return f"<{type(self).__name__} {family}:{getattr(self, 'resource_name', '?')}>"

@@ -1,0 +1,95 @@
+"""Placement rules: which free devices may serve a request for ``count`` whole devices.
+
+A rule works on integer keys held in a bitmask (bit ``k`` set: device with key ``k`` is fully
+free), so the allocator's hot path is a few integer operations, whatever the node's size. The key
+of a device is its position in the family's order, or its numeric id for rules that care about
+the id itself (TPU chips, Gaudi modules, Neuron cores).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Optional
+
+from .device import Device
+
+__all__ = ["ALIGNED_BLOCKS", "CONTIGUOUS", "LOWEST_FREE", "Placement"]
+
+
+class Placement:
+    """Lowest-numbered free devices first (the default, as Ray and CUDA users expect)."""
+
+    name = "lowest-free"
+    keyed_by_id = False
+    """True when keys are the devices' numeric ids rather than their positions."""
+
+    def keys(self, devices: Sequence[Device]) -> list[int]:
+        """One key per device, in the given order."""
+        if self.keyed_by_id and all(d.id.isdigit() for d in devices):
+            return [int(d.id) for d in devices]
+        return list(range(len(devices)))
+
+    def choose(self, free: int, count: int) -> Optional[int]:
+        """The mask of keys to take for ``count`` devices out of ``free``, or None."""
+        if count <= 0 or bin(free).count("1") < count:
+            return None if count > 0 else 0
+        chosen = 0
+        for _ in range(count):
+            low = free & -free
+            chosen |= low
+            free ^= low
+        return chosen
+
+    def describe(self) -> str:
+        """A phrase for error messages ("aligned blocks of 1, 2, 4 or 8")."""
+        return "the lowest-numbered free devices"
+
+    def __repr__(self) -> str:
+        return f"<Placement {self.name}>"
+
+
+class AlignedBlocks(Placement):
+    """Blocks of ``count`` consecutive ids starting at a multiple of ``count`` (TPU, Gaudi)."""
+
+    name = "aligned-blocks"
+    keyed_by_id = True
+
+    def choose(self, free: int, count: int) -> Optional[int]:
+        if count <= 0:
+            return 0 if count == 0 else None
+        block = (1 << count) - 1
+        start = 0
+        while (block << start) <= free:
+            if free & (block << start) == block << start:
+                return block << start
+            start += count
+        return None
+
+    def describe(self) -> str:
+        return "an aligned block ({0,1}, {2,3}, {0-3}, {4-7}, ...)"
+
+
+class Contiguous(Placement):
+    """The lowest run of ``count`` consecutive ids (Neuron cores are granted as a range)."""
+
+    name = "contiguous"
+    keyed_by_id = True
+
+    def choose(self, free: int, count: int) -> Optional[int]:
+        if count <= 0:
+            return 0 if count == 0 else None
+        block = (1 << count) - 1
+        start = 0
+        while (block << start) <= free:
+            if free & (block << start) == block << start:
+                return block << start
+            start += 1
+        return None
+
+    def describe(self) -> str:
+        return "a contiguous range of ids"
+
+
+LOWEST_FREE = Placement()
+ALIGNED_BLOCKS = AlignedBlocks()
+CONTIGUOUS = Contiguous()

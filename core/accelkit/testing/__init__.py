@@ -1,0 +1,1 @@
+"""Conformance kit for plugin authors (to be written)."""
