@@ -19,6 +19,7 @@ import posixpath
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -135,11 +136,14 @@ class Host:
         return self._resolve(path)
 
     def read_text(self, path: str) -> Optional[str]:
-        """A text file's content, or None when missing, unreadable, a directory or binary."""
+        """A regular text file's content; None when missing, unreadable, not a regular file
+        (directory, device node, FIFO) or binary."""
         local = self._local(path)
         if local is None:
             return None
         try:
+            if not stat.S_ISREG(os.stat(local).st_mode):
+                return None  # a device node or FIFO may block for ever; it is never text
             with open(local, "rb") as handle:
                 data = handle.read(MAX_READ_BYTES)
         except OSError:
@@ -330,12 +334,26 @@ class LocalHost(Host):
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    """Kill a timed-out child and whatever it started, then reap it."""
+    """Kill a timed-out child and whatever it started, then reap it.
+
+    A descendant that left the process group (``setsid``) survives the kill and may hold the
+    output pipes open for ever: after a short grace period, stop reading them rather than wait.
+    """
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except OSError:
         process.kill()
-    process.communicate()
+    try:
+        process.communicate(timeout=_REAP_GRACE)
+    except subprocess.TimeoutExpired:
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+        process.wait()
+
+
+_REAP_GRACE = 1.0
+"""Seconds to drain a killed child's pipes before giving up on descendants that hold them."""
 
 
 _PROBE_MAIN = """

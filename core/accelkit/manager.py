@@ -72,6 +72,10 @@ class AcceleratorManager:
     placement: ClassVar[Placement] = LOWEST_FREE
     """Which free devices may serve a request for several whole devices."""
 
+    partitions_per_grant: ClassVar[Optional[int]] = 1
+    """How many partitions (devices with ``parent`` set, e.g. MIG instances) one grant may hold;
+    each is granted whole. None: partitions are scheduled like any other device."""
+
     framework_device: ClassVar[Optional[str]] = None
     """The device name frameworks use (``"cuda"``, ``"xpu"``, ``"hpu"``, ``"npu"``)."""
 

@@ -6,34 +6,74 @@ Format (version 1)::
                          "env": {NAME: VALUE, ...},
                          "commands": [{"argv": [...], "returncode": 0, "stdout": "...",
                                        "stderr": ""},
-                                      {"argv": [...], "error": "timeout"}, ...]}
+                                      {"argv": [...], "error": "timeout"}, ...],
+                         "recorded_by": "accelkit 0.1.0", "redacted": false}
     DIR/root/...        every file (and symlink) read, at its machine path: root/sys/...
+
+``env`` holds only the variables the managers declare (``env_vars_read``) and the operator's
+``ACCELKIT_OVERRIDE_RESOURCES`` / ``ACCELKIT_EXCLUDE_DEVICES``. A command's ``error`` is
+``"timeout"`` (replayed as ``TimeoutError``), ``"missing"`` (``FileNotFoundError``: not installed)
+or ``"failed"`` (another ``OSError``); an optional ``"message"`` is the exception's text.
+``recorded_by`` and ``redacted`` are informational and optional. Under ``root/``, a file that was
+only looked at (listed, globbed, tested for existence) is an empty placeholder, and a file that
+existed but could not be read as text holds a single NUL byte, so it replays as unreadable too.
 
 Replaying gives a :class:`FakeHost`: files from ``root/``, the recorded variables, and each
 recorded command answered for its exact argv. A command that was not recorded is "not
 installed", and no vendor library is importable, so replay exercises the command and file layers.
+
+Recording (:func:`record_snapshot`) runs node detection on a :class:`RecordingHost`, which answers
+exactly as the real host does while copying every answer into the tree, and which makes vendor
+libraries unavailable so that the families fall back to the commands and files a snapshot can
+hold. With ``redact=True`` serial numbers and UUIDs are replaced, consistently everywhere (files,
+command arguments and outputs, variables), by stable fake ones of the same shape, so the replay
+still finds the same devices with the same types. File paths and symlink targets are kept as they
+are: they hold bus ids, not serials. A family that finds its devices only through its library
+(no command, no sysfs) records nothing: that is what the snapshot says, and ``accelkit ls -v``
+on it tells why.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import posixpath
+import re
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Union
+from types import ModuleType
+from typing import Any, Optional, Union
 
-from .host import CommandSpec, FakeHost
+from .host import (
+    MAX_READ_BYTES,
+    CommandResult,
+    CommandSpec,
+    FakeHost,
+    Host,
+    LocalHost,
+    ProbeFunction,
+)
 
-__all__ = ["FORMAT", "VERSION", "load_snapshot"]
+__all__ = ["FORMAT", "VERSION", "RecordingHost", "load_snapshot", "record_snapshot"]
 
 FORMAT = "accelkit-snapshot"
 VERSION = 1
-_ERRORS: dict[str, type[BaseException]] = {"timeout": TimeoutError, "missing": FileNotFoundError}
+MANIFEST = "snapshot.json"
+ROOT = "root"
+_ERRORS: dict[str, type[BaseException]] = {
+    "timeout": TimeoutError,
+    "missing": FileNotFoundError,
+    "failed": OSError,
+}
+_UNREADABLE = b"\0"
+"""Content of a recorded file that existed but was not text: it replays as unreadable."""
 
 
 def load_snapshot(directory: Union[str, os.PathLike[str]]) -> FakeHost:
     """A host that replays the snapshot in ``directory``; ``ValueError`` says what is wrong."""
     base = Path(directory)
-    manifest = base / "snapshot.json"
+    manifest = base / MANIFEST
     try:
         data: Any = json.loads(manifest.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -46,22 +86,354 @@ def load_snapshot(directory: Union[str, os.PathLike[str]]) -> FakeHost:
         raise ValueError(
             f"{manifest} has version {data.get('version')!r}; this accelkit reads {VERSION}"
         )
-    commands: dict[tuple[str, ...], CommandSpec] = {}
+    commands: dict[Union[str, tuple[str, ...]], CommandSpec] = {}
     for entry in data.get("commands", []):
         argv = tuple(entry["argv"])
         if "error" in entry:
             if entry["error"] not in _ERRORS:
                 raise ValueError(f"{manifest}: unknown command error {entry['error']!r} for {argv}")
-            commands[argv] = _ERRORS[entry["error"]](f"{argv[0]}: recorded {entry['error']}")
+            message = entry.get("message") or f"{argv[0]}: recorded {entry['error']}"
+            commands[argv] = _ERRORS[entry["error"]](message)
         else:
             commands[argv] = (
                 int(entry["returncode"]),
                 entry.get("stdout", ""),
                 entry.get("stderr", ""),
             )
-    root = base / "root"
+    root = base / ROOT
     return FakeHost(
         root=root if root.is_dir() else None,
         env={str(k): str(v) for k, v in data.get("env", {}).items()},
         commands=commands,
     )
+
+
+def record_snapshot(
+    directory: Union[str, os.PathLike[str]],
+    host: Optional[Host] = None,
+    *,
+    redact: bool = False,
+    overwrite: bool = False,
+) -> Path:
+    """Record what node detection reads on ``host`` (this machine when None) into ``directory``.
+
+    The directory is created if needed. An existing snapshot there is replaced only with
+    ``overwrite=True``; other files in the directory are never touched. Returns the directory.
+    """
+    from . import __version__, registry
+    from .node import CONFIG_ENV_VARS, detect_node
+
+    base = Path(directory)
+    _prepare(base, overwrite)
+    source = host if host is not None else LocalHost()
+    declared = sorted({name for m in registry.managers() for name in m.all_env_vars_read()})
+    recorder = RecordingHost(source, base / ROOT, declared)
+    detect_node(recorder)
+    source_env = source.env
+    env = {n: source_env[n] for n in sorted({*declared, *CONFIG_ENV_VARS}) if n in source_env}
+    commands = recorder.commands
+    if redact:
+        env, commands = _redact(env, commands, base / ROOT)
+    manifest = {
+        "format": FORMAT,
+        "version": VERSION,
+        "env": env,
+        "commands": commands,
+        "recorded_by": f"accelkit {__version__}",
+        "redacted": redact,
+    }
+    (base / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return base
+
+
+def _prepare(base: Path, overwrite: bool) -> None:
+    """Make ``base`` ready for a new snapshot, refusing to clobber one unless asked."""
+    base.mkdir(parents=True, exist_ok=True)
+    manifest, root = base / MANIFEST, base / ROOT
+    if manifest.exists() or root.exists():
+        if not overwrite:
+            raise FileExistsError(f"{base} already holds a snapshot; choose another directory")
+        if root.exists() and not manifest.exists():
+            raise FileExistsError(
+                f"{root} exists but {manifest} does not: not a snapshot, refusing to replace it"
+            )
+        shutil.rmtree(root, ignore_errors=True)
+        manifest.unlink()
+    root.mkdir()
+
+
+class RecordingHost(Host):
+    """Answers exactly as ``inner`` does and copies every answer into ``tree``.
+
+    Files are copied from ``inner.root`` (hosts whose files live under a local directory:
+    :class:`~accelkit.LocalHost`, :class:`FakeHost`, a replayed snapshot), with the symlinks met on
+    the way reproduced as symlinks. Commands are kept in :attr:`commands` in snapshot format. The
+    environment shows only ``env_names``: the operator's override and exclusion variables are
+    left out so every device is detected and recorded, and the replay applies them instead.
+    Vendor libraries are unavailable, in-process and in probes.
+    """
+
+    def __init__(self, inner: Host, tree: Path, env_names: Iterable[str]) -> None:
+        super().__init__(inner.root)
+        self._inner = inner
+        self._tree = tree
+        inner_env = inner.env
+        self._env = {n: inner_env[n] for n in env_names if n in inner_env}
+        self.commands: list[dict[str, Any]] = []
+
+    # -- files -------------------------------------------------------------------------------
+    def read_text(self, path: str) -> Optional[str]:
+        text = self._inner.read_text(path)
+        self._copy(path, content=_UNREADABLE if text is None else text.encode("utf-8"))
+        return text
+
+    def exists(self, path: str) -> bool:
+        found = self._inner.exists(path)
+        if found:
+            self._copy(path)
+        return found
+
+    def is_dir(self, path: str) -> bool:
+        found = self._inner.is_dir(path)
+        if found:
+            self._copy(path)
+        return found
+
+    def listdir(self, path: str) -> list[str]:
+        names = self._inner.listdir(path)
+        resolved = self._copy(path)
+        if resolved is not None:
+            for name in names:
+                self._copy_entry(posixpath.join(resolved, name))
+        return names
+
+    def readlink(self, path: str) -> Optional[str]:
+        target = self._inner.readlink(path)
+        if target is not None:
+            parent = self._copy(posixpath.dirname(path) or "/")
+            if parent is not None:
+                self._copy_entry(posixpath.join(parent, posixpath.basename(path)))
+        return target
+
+    def realpath(self, path: str) -> Optional[str]:
+        real = self._inner.realpath(path)
+        self._copy(path)
+        return real
+
+    def glob(self, pattern: str) -> list[str]:
+        hits = self._inner.glob(pattern)
+        for hit in hits:
+            self._copy(hit)
+        return hits
+
+    def _copy(self, path: str, content: Optional[bytes] = None) -> Optional[str]:
+        """Copy ``path`` into the tree, reproducing symlinks on the way; return it resolved.
+
+        ``content`` is written for a file that was read; a file only looked at becomes an
+        empty placeholder (never clobbering content recorded before). Missing paths copy nothing.
+        """
+        source = self._inner.root
+        if source is None or not path.startswith("/"):
+            return None
+        parts = [p for p in path.split("/") if p and p != "."]
+        done = "/"
+        hops = 0
+        while parts:
+            part = parts.pop(0)
+            if part == "..":
+                done = posixpath.dirname(done.rstrip("/")) or "/"
+                continue
+            candidate = posixpath.join(done, part)
+            local = source / candidate.lstrip("/")
+            if local.is_symlink():
+                hops += 1
+                if hops > 40:
+                    return None
+                self._copy_entry(candidate)
+                target = os.readlink(local)
+                base = "/" if target.startswith("/") else done
+                parts = [
+                    p for p in posixpath.join(base, target).split("/") if p and p != "."
+                ] + parts
+                done = "/"
+                continue
+            if not local.exists():
+                return None
+            if parts:
+                (self._tree / candidate.lstrip("/")).mkdir(parents=True, exist_ok=True)
+            done = candidate
+        local = source / done.lstrip("/")
+        copy = self._tree / done.lstrip("/")
+        if local.is_dir():
+            copy.mkdir(parents=True, exist_ok=True)
+        elif content is not None:
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_bytes(content[:MAX_READ_BYTES])
+        elif not copy.exists():
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_bytes(b"")
+        return done
+
+    def _copy_entry(self, path: str) -> None:
+        """Copy one directory entry as what it is (symlink, directory, placeholder file).
+
+        ``path``'s parent must already be resolved (free of symlinks).
+        """
+        assert self._inner.root is not None
+        local = self._inner.root / path.lstrip("/")
+        copy = self._tree / path.lstrip("/")
+        if copy.exists() or copy.is_symlink():
+            return
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        if local.is_symlink():
+            os.symlink(os.readlink(local), copy)
+        elif local.is_dir():
+            copy.mkdir()
+        elif local.exists():
+            copy.write_bytes(b"")
+
+    # -- environment, commands, libraries ---------------------------------------------------
+    @property
+    def env(self) -> Mapping[str, str]:
+        return self._env
+
+    def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
+        entry: dict[str, Any] = {"argv": list(argv)}
+        try:
+            result = self._inner.run(argv, timeout=timeout)
+        except TimeoutError as exc:
+            self._keep(entry, error="timeout", message=str(exc))
+            raise
+        except FileNotFoundError as exc:
+            self._keep(entry, error="missing", message=str(exc))
+            raise
+        except OSError as exc:
+            self._keep(entry, error="failed", message=str(exc))
+            raise
+        self._keep(entry, returncode=result.returncode, stdout=result.stdout, stderr=result.stderr)
+        return result
+
+    def _keep(self, entry: dict[str, Any], **answer: Any) -> None:
+        """Record a command's first answer (a replay answers each argv one way)."""
+        if all(c["argv"] != entry["argv"] for c in self.commands):
+            self.commands.append({**entry, **answer})
+
+    def import_module(self, name: str) -> ModuleType:
+        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+    def probe(self, function: ProbeFunction, *args: Any, timeout: Optional[float] = None) -> Any:
+        """Run the probe here, as a replay will: every library import fails."""
+        return FakeHost().probe(function, *args, timeout=timeout)
+
+
+# -- redaction ---------------------------------------------------------------------------------
+_HEX = "[0-9A-Fa-f]"
+_UUID_TEXT = f"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
+_SECRET = re.compile(
+    rf"(?<![0-9A-Za-z])(?P<uuid>{_UUID_TEXT})(?![0-9A-Za-z])"
+    rf"|(?<=GPU-|MIG-)(?P<hex>{_HEX}[0-9A-Fa-f-]{{3,}})(?![0-9A-Za-z_])"
+    r"|(?P<key>(?i:[a-z_]*serial[a-z_ ]*)\"?[ \t]*[:=][ \t]*\"?)(?P<serial>[^\s\",]+)"
+)
+"""UUIDs, the ids after ``GPU-``/``MIG-`` (AMD's are 16 hex digits; CUDA takes prefixes), and
+values of serial-number fields in text, JSON and ``key: value`` output."""
+_UUID = re.compile(_UUID_TEXT)
+_SERIAL_FILES = frozenset({"serial", "serial_number", "unique_id", "board_serial"})
+"""sysfs files whose whole content is a serial number."""
+_NOT_SECRET = frozenset({"", "n/a", "[n/a]", "na", "none", "null", "unknown", "not", "0"})
+
+
+class _Redactor:
+    """Maps each secret to a fake of the same shape, the same fake every time it appears."""
+
+    def __init__(self) -> None:
+        self._fakes: dict[str, str] = {}
+
+    def learn(self, text: str) -> None:
+        """Register the full UUIDs in ``text`` first, so a prefix can map to its UUID's fake."""
+        for found in _UUID.findall(text):
+            self._fake(found)
+
+    def text(self, text: str) -> str:
+        return _SECRET.sub(self._replace, text)
+
+    def file(self, name: str, text: str) -> str:
+        """A recorded file: whole-value serial files, then secrets anywhere in the text."""
+        value = text.strip()
+        if name in _SERIAL_FILES and value.lower() not in _NOT_SECRET:
+            return text.replace(value, self._fake(value))
+        return self.text(text)
+
+    def _replace(self, match: re.Match[str]) -> str:
+        if match["uuid"]:
+            return self._fake(match["uuid"])
+        if match["hex"]:
+            token = match["hex"].lower()
+            full = next(
+                (k for k in self._fakes if len(k) > len(token) and k.startswith(token)), None
+            )
+            if full is not None:
+                return _same_case(self._fakes[full][: len(token)], match["hex"])
+            return self._fake(match["hex"])
+        value = match["serial"]
+        if value.lower() in _NOT_SECRET:
+            return match[0]
+        return match["key"] + self._fake(value)
+
+    def _fake(self, value: str) -> str:
+        """The fake for ``value``: a ``0x`` prefix and the letters' case are kept."""
+        prefix = "0x" if value[:2].lower() == "0x" and len(value) > 2 else ""
+        key = value[len(prefix) :].lower()
+        if key not in self._fakes:
+            n = len(self._fakes) + 1
+            if _UUID.fullmatch(key):
+                fake = f"{n:08x}-0000-4000-8000-{n:012x}"
+            elif key.isdigit():
+                fake = str(n).zfill(len(key))
+            elif all(c in "0123456789abcdef-" for c in key):
+                fake = f"{n:0{len(key)}x}"
+            else:
+                fake = "r" + str(n).zfill(max(len(key) - 1, 1))
+            self._fakes[key] = fake
+        return prefix + _same_case(self._fakes[key], value[len(prefix) :])
+
+
+def _same_case(fake: str, original: str) -> str:
+    return fake.upper() if original.isupper() else fake
+
+
+def _redact(
+    env: dict[str, str], commands: list[dict[str, Any]], tree: Path
+) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """Redact the variables, commands and every text file in ``tree`` (in place) alike."""
+    files: list[tuple[Path, str]] = []
+    for path in sorted(tree.rglob("*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if b"\0" in data:
+            continue
+        try:
+            files.append((path, data.decode("utf-8")))
+        except UnicodeDecodeError:
+            continue
+    redactor = _Redactor()
+    texts = [*env.values(), *(s for c in commands for s in _command_texts(c))]
+    for text in [*texts, *(t for _, t in files)]:
+        redactor.learn(text)
+    env = {name: redactor.text(value) for name, value in env.items()}
+    redacted: list[dict[str, Any]] = []
+    for command in commands:
+        command = dict(command, argv=[redactor.text(a) for a in command["argv"]])
+        for key in ("stdout", "stderr", "message"):
+            if key in command:
+                command[key] = redactor.text(command[key])
+        redacted.append(command)
+    for path, text in files:
+        new = redactor.file(path.name, text)
+        if new != text:
+            path.write_bytes(new.encode("utf-8"))
+    return env, redacted
+
+
+def _command_texts(command: Mapping[str, Any]) -> list[str]:
+    return [*command["argv"], *(command.get(k, "") for k in ("stdout", "stderr", "message"))]

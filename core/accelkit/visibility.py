@@ -10,7 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Optional
 
-__all__ = ["NOTHING_VISIBLE", "format_ranges", "join_ids", "parse_ranges", "split_ids"]
+__all__ = [
+    "NOTHING_VISIBLE",
+    "format_ranges",
+    "join_ids",
+    "parse_ranges",
+    "relative_ids",
+    "split_ids",
+]
 
 NOTHING_VISIBLE = ("", "NoDevFiles")
 """Values that conventionally mean "no device visible" (SLURM and Ray write ``NoDevFiles``)."""
@@ -35,6 +42,22 @@ def join_ids(ids: Iterable[str]) -> str:
     if bad:
         raise ValueError(f"device ids {bad!r} cannot be written into a visibility variable")
     return ",".join(tokens)
+
+
+def relative_ids(base: Sequence[str], tokens: Iterable[str]) -> list[str]:
+    """Ids a second, stacked variable selects from the first one's list ``base``.
+
+    HIP reads its indices into ROCr's list, SYCL's selector into ``ZE_AFFINITY_MASK``'s: index
+    ``i`` is the ``i``-th id of ``base``; a non-numeric token (a UUID) is kept if ``base`` has it.
+    An index past the end selects nothing, so no combination of variables raises.
+    """
+    chosen: list[str] = []
+    for token in tokens:
+        if token.isdigit():
+            chosen.extend(base[int(token) : int(token) + 1])
+        elif token in base:
+            chosen.append(token)
+    return chosen
 
 
 def parse_ranges(

@@ -1,17 +1,137 @@
-"""Amd (stub: data sheet and detection to come)."""
+"""AMD Instinct GPUs (ROCm): ``ROCR_VISIBLE_DEVICES`` ids, HIP's variables read relative to it.
+
+ROCr applies ``ROCR_VISIBLE_DEVICES`` (indices or ``GPU-<unique id>`` UUIDs) first; HIP then
+applies ``HIP_VISIBLE_DEVICES``, or ``CUDA_VISIBLE_DEVICES`` when HIP's is unset, as indices
+*into ROCr's list*. A grant writes ROCr's variable and unsets the two HIP reads, because physical
+ids in both (as SLURM without AutoDetect writes them) can hide every GPU. Reading accepts every
+combination and never raises: an index past the end of ROCr's list selects nothing.
+
+Detection: amdsmi, else ``amd-smi list``/``static`` JSON (field names move between ROCm
+releases, so they are looked up leniently), else the KFD topology (GPU nodes in ROCr's order;
+partitions of a card in CPX/TPX mode are nodes of their own), else DRM cards deduplicated by bus
+id. The type label comes from the PCI device id, offline; an unknown id keeps the market name.
+Frameworks name the device ``cuda`` and the collective backend ``nccl`` on ROCm too (PyTorch's
+``nccl`` backend runs RCCL there).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
+
 from accelkit import AcceleratorManager, Device, Host, hookimpl
+from accelkit.detection import detect_layers, parse_json, read_int, run_command
+from accelkit.gpu_facts import find_field, json_records, library_session, parse_int, sanitize_label
+from accelkit.gpu_sysfs import drm_devices, kfd_bus_id, kfd_gpu_nodes, pci_location
+from accelkit.textparse import parse_memory
+from accelkit.visibility import relative_ids, split_ids
+
+# PCI device id -> type label (the id is the one fact every layer, sysfs included, gives)
+# fmt: off
+PRODUCTS = {
+    0x66A1: "AMD-Instinct-MI50",        0x738C: "AMD-Instinct-MI100",
+    0x7408: "AMD-Instinct-MI250X",      0x740C: "AMD-Instinct-MI250X-MI250",
+    0x740F: "AMD-Instinct-MI210",       0x74A0: "AMD-Instinct-MI300A",
+    0x74A1: "AMD-Instinct-MI300X-OAM",  0x74A2: "AMD-Instinct-MI308X-OAM",
+    0x74A5: "AMD-Instinct-MI325X-OAM",  0x74A9: "AMD-Instinct-MI300X-HF",
+    0x75A0: "AMD-Instinct-MI350X-OAM",  0x75A3: "AMD-Instinct-MI355X-OAM",
+}
+# fmt: on
+AMD_VENDOR = 0x1002
+AMD_SMI_LIST = ("amd-smi", "list", "--json")
+AMD_SMI_STATIC = ("amd-smi", "static", "--asic", "--vram", "--json")
 
 
 class AmdManager(AcceleratorManager):
     name = "amd"
     resource_name = "GPU"
     visible_devices_env_var = "ROCR_VISIBLE_DEVICES"
+    env_vars_read = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+    framework_device = "cuda"
+    collective_backend = "nccl"
+
+    def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
+        rocr = split_ids(env.get("ROCR_VISIBLE_DEVICES"), self.nothing_visible)
+        hip_value = env.get("HIP_VISIBLE_DEVICES", env.get("CUDA_VISIBLE_DEVICES"))
+        hip = split_ids(hip_value, self.nothing_visible)
+        if rocr is None or hip is None:
+            return hip if rocr is None else rocr
+        return relative_ids(rocr, hip)
+
+    def visibility_env(self, ids: Sequence[str]) -> dict[str, Optional[str]]:
+        unset = {"HIP_VISIBLE_DEVICES": None, "CUDA_VISIBLE_DEVICES": None}
+        return {**super().visibility_env(ids), **unset}
 
     def detect(self, host: Host) -> list[Device]:
-        return []
+        layers = (("library", from_amdsmi), ("command", from_amd_smi))
+        return detect_layers(host, *layers, ("sysfs", from_kfd), ("sysfs", from_drm))
+
+
+def gpu(host: Host, index: int, facts: Any, bus: object, memory: Optional[int]) -> Device:
+    """A GPU from any layer's facts: device id, market name, serial (ROCr's UUID is built on it)."""
+    device_id = parse_int(find_field(facts, "device_id")) or 0
+    market = find_field(facts, "market_name")
+    model = market if isinstance(market, str) and market not in ("", "N/A") else None
+    serial = parse_int(find_field(facts, "asic_serial", "unique_id"))
+    named = model or (f"GPU-{device_id:04x}" if device_id else None)
+    label = PRODUCTS.get(device_id) or sanitize_label(named, prefix="AMD")
+    return Device(str(index), index, type_label=label, model=model,
+                  uuid=f"GPU-{serial:016x}" if serial else None, memory_bytes=memory,
+                  **pci_location(host, str(bus or "")))  # fmt: skip
+
+
+def vram_mib(size: Any) -> Optional[int]:
+    """VRAM in bytes from amdsmi/amd-smi, which give MiB (written "MB") in several shapes."""
+    text = f"{size.get('value')} {size.get('unit')}" if isinstance(size, Mapping) else str(size)
+    return parse_memory(text.replace("MB", "MiB"), "MiB")
+
+
+def sysfs_vram(host: Host, bus: Optional[str]) -> Optional[int]:
+    return read_int(host, f"/sys/bus/pci/devices/{bus}/mem_info_vram_total", 10)
+
+
+def from_amdsmi(host: Host) -> Optional[list[Device]]:
+    with library_session(host, "amdsmi", "amdsmi_init", "amdsmi_shut_down") as smi:
+        handles = smi.amdsmi_get_processor_handles() if smi else []
+        return smi and [
+            gpu(host, n, smi.amdsmi_get_gpu_asic_info(h), smi.amdsmi_get_gpu_device_bdf(h),
+                vram_mib(smi.amdsmi_get_gpu_vram_info(h).get("vram_size")))
+            for n, h in enumerate(handles)
+        ]  # fmt: skip
+
+
+def from_amd_smi(host: Host) -> Optional[list[Device]]:
+    """``list`` names the GPUs; ``static`` (joined on its ``gpu`` field) adds model and VRAM."""
+    listed = json_records(parse_json(run_command(host, AMD_SMI_LIST), "amd-smi list output"))
+    if listed is None:
+        return None
+    static = parse_json(run_command(host, AMD_SMI_STATIC), "amd-smi static output")
+    details = {str(record.get("gpu")): record for record in json_records(static) or []}
+    devices = []
+    for index, record in enumerate(listed):
+        facts = details.get(str(record.get("gpu")), {})
+        size = find_field(find_field(facts, "vram") or facts, "size", "vram_size", "vram_size_mb")
+        devices.append(gpu(host, index, facts, find_field(record, "bdf"), vram_mib(size)))
+    return devices
+
+
+def from_kfd(host: Host) -> Optional[list[Device]]:
+    """GPU nodes of the KFD topology, as ROCr numbers them; None when it lists none."""
+    nodes = [p for p in kfd_gpu_nodes(host) or [] if p.get("vendor_id") == AMD_VENDOR]
+    buses = [kfd_bus_id(properties) for properties in nodes]
+    found = enumerate(zip(nodes, buses))
+    return [gpu(host, n, p, bus, sysfs_vram(host, bus)) for n, (p, bus) in found] or None
+
+
+def from_drm(host: Host) -> Optional[list[Device]]:
+    """DRM cards of vendor 0x1002 (a card and its render node count once), in bus order."""
+    cards = drm_devices(host, AMD_VENDOR)
+    if cards is None:
+        return None
+    return [
+        gpu(host, n, {"device_id": card.device}, card.bus_id, sysfs_vram(host, card.bus_id))
+        for n, card in enumerate(cards)
+    ]
 
 
 @hookimpl

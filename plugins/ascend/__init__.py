@@ -1,17 +1,127 @@
-"""Ascend (stub: data sheet and detection to come)."""
+"""Huawei Ascend: NPUs, named by logical id.
+
+``ASCEND_RT_VISIBLE_DEVICES`` takes *logical* ids: CANN numbers the chips a machine, VM or
+container sees from 0 to N-1. ``ASCEND_VISIBLE_DEVICES`` is the container runtime's layer (host
+physical ids, also the numbers of ``/dev/davinci<N>``), so it is never read as logical ids. A
+request may take a fraction of one NPU.
+
+Detection: pyACL in a probe process (its initialisation can block), else ``npu-smi info -m`` (the
+NPU ID / Chip ID / Chip Logic ID / Chip Name table; a card's MCU has no logic id and is skipped),
+else ``npu-smi info -l`` (chips per card), else the ``/dev/davinci<N>`` files. The last two give
+no logic-id mapping, so they only *count* chips and number them 0..N-1 as CANN does.
+"""
 
 from __future__ import annotations
 
-from accelkit import AcceleratorManager, Device, Host, hookimpl
+from types import ModuleType
+from typing import Any, Callable, Optional
+
+from accelkit import AcceleratorManager, Device, Host, hookimpl, note
+from accelkit.detection import call_probe, detect_layers, run_command
+from accelkit.textparse import parse_aligned_table, parse_colon_records
+from accelkit.visibility import split_ids
+
+RUNTIME_VAR = "ASCEND_RT_VISIBLE_DEVICES"
+CHIP_MAP = ("npu-smi", "info", "-m")
+CARD_LIST = ("npu-smi", "info", "-l")
+DEVICE_FILES = "/dev/davinci"  # + physical id; davinci_manager, devmm_svm, hisi_hdc are not chips
+
+
+def soc_label(name: Optional[str]) -> Optional[str]:
+    """The SoC name as pyACL reports it: npu-smi's "Ascend 910B3" is "Ascend910B3"."""
+    compact = "".join((name or "").split())
+    return compact or None
+
+
+def numbered(count: int) -> list[Device]:
+    """Chips counted without a mapping: logical ids 0..count-1, as CANN numbers them."""
+    return [Device(id=str(n)) for n in range(count)]
+
+
+def probe_acl(import_module: Callable[[str], ModuleType]) -> dict[str, Any]:
+    """In the probe process: pyACL's device count and SoC name, as plain data."""
+    acl: Any = import_module("acl")
+    acl.init()
+    try:
+        count, ret = acl.rt.get_device_count()
+        if ret != 0:
+            raise RuntimeError(f"acl.rt.get_device_count() failed with error code {ret}")
+        return {"count": count, "soc": acl.get_soc_name()}
+    finally:
+        acl.finalize()
+
+
+def from_acl(host: Host) -> Optional[list[Device]]:
+    """pyACL counts the chips its process may use: under ASCEND_RT_VISIBLE_DEVICES, those ids."""
+    found = call_probe(host, probe_acl)
+    count = found.get("count") if isinstance(found, dict) else None
+    if not isinstance(count, int) or count < 0:
+        if found is not None:
+            note(f"pyACL probe returned {found!r}, not a device count", "warning")
+        return None
+    ids = [str(n) for n in range(count)]
+    visible = split_ids(host.env.get(RUNTIME_VAR))
+    if visible is not None and len(visible) == count:
+        ids = visible  # pyACL numbers the visible chips from 0; name them by logical id
+    elif visible is not None:
+        note(f"pyACL sees {count} NPU(s) but {RUNTIME_VAR}={host.env[RUNTIME_VAR]!r}", "warning")
+    soc = found.get("soc") if isinstance(found.get("soc"), str) else None
+    return [Device(id=i, model=soc, type_label=soc_label(soc)) for i in ids]
+
+
+def from_chip_map(host: Host) -> Optional[list[Device]]:
+    """One device per chip with a logic id in ``npu-smi info -m``, ordered by logic id."""
+    rows = parse_aligned_table(run_command(host, CHIP_MAP), "`npu-smi info -m`")
+    if rows is None or "Chip Logic ID" not in rows[0]:
+        if rows is not None:
+            note(f"`npu-smi info -m` has no 'Chip Logic ID' column: {list(rows[0])}", "warning")
+        return None
+    devices = [
+        Device(id=str(int(logic)), model=name or None, type_label=soc_label(name))
+        for logic, name in ((row["Chip Logic ID"], row.get("Chip Name")) for row in rows)
+        if logic.isdecimal()  # "-": the card's MCU, not a compute chip
+    ]
+    return sorted(devices, key=lambda d: int(d.id))
+
+
+def from_card_list(host: Host) -> Optional[list[Device]]:
+    """``npu-smi info -l``: the sum of each card's Chip Count (MCUs are not counted there)."""
+    cards = parse_colon_records(run_command(host, CARD_LIST), "NPU ID", "`npu-smi info -l`")
+    counts = [card.get("Chip Count", "") for card in cards or ()]
+    if cards is None or not all(c.isdecimal() for c in counts):
+        if cards is not None:
+            note(f"`npu-smi info -l` has a card without a numeric Chip Count: {cards}", "warning")
+        return None
+    return numbered(sum(int(c) for c in counts))
+
+
+def from_devfs(host: Host) -> Optional[list[Device]]:
+    """One chip per ``/dev/davinci<N>``; N is a physical id, so it is counted, never used."""
+    files = [p for p in host.glob(f"{DEVICE_FILES}*") if p[len(DEVICE_FILES) :].isdecimal()]
+    if not files:
+        return None
+    note(f"{len(files)} /dev/davinci file(s) counted as logical ids 0..; npu-smi would give models")
+    return numbered(len(files))
 
 
 class AscendManager(AcceleratorManager):
+    """Huawei Ascend NPUs, shareable by fractions, named by logical id."""
+
     name = "ascend"
     resource_name = "NPU"
-    visible_devices_env_var = "ASCEND_RT_VISIBLE_DEVICES"
+    visible_devices_env_var = RUNTIME_VAR
+    env_vars_read = (RUNTIME_VAR, "ASCEND_VISIBLE_DEVICES")
+    framework_device = "npu"
+    collective_backend = "hccl"
 
     def detect(self, host: Host) -> list[Device]:
-        return []
+        return detect_layers(
+            host,
+            ("library", from_acl),
+            ("command", from_chip_map),
+            ("command", from_card_list),
+            ("devfs", from_devfs),
+        )
 
 
 @hookimpl

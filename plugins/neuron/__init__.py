@@ -1,17 +1,136 @@
-"""Neuron (stub: data sheet and detection to come)."""
+"""AWS Neuron (Trainium, Inferentia): NeuronCores are the schedulable unit, not the devices.
+
+A process reserves cores with ``NEURON_RT_VISIBLE_CORES``, which the runtime documents as one
+core ("3") or one inclusive range ("2-5"); a reserved core is never shared, so requests are whole
+cores and a grant is a contiguous range. Core ids are logical: on Trainium2 and later the runtime
+groups ``NEURON_LOGICAL_NC_CONFIG`` physical cores (default 2) into one, and numbers the groups
+across the node's devices in device order.
+"""
 
 from __future__ import annotations
 
-from accelkit import AcceleratorManager, Device, Host, hookimpl
+import posixpath
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple, Optional
+
+from accelkit import CONTIGUOUS, AcceleratorManager, Device, Host, hookimpl, note
+from accelkit.detection import detect_layers, read_int, read_value
+from accelkit.gpu_facts import json_records, normalise_bus_id, parse_int
+from accelkit.gpu_sysfs import numa_node
+from accelkit.tool_output import first_json
+from accelkit.visibility import format_ranges, parse_ranges
+
+VISIBLE = "NEURON_RT_VISIBLE_CORES"
+NUM_CORES = "NEURON_RT_NUM_CORES"  # any N free cores instead of named ones: unset on a grant
+LNC = "NEURON_LOGICAL_NC_CONFIG"
+GROUPED = ("Trainium2", "Trainium3")  # device names whose runtime groups 2 cores by default
+TYPE_LABEL = "aws-neuron-core"
+SYSFS = "/sys/devices/virtual/neuron_device"
+# Newer flag first (Neuron 2.34 removed --json-output); an older neuron-ls rejects it. Both list
+# devices with neuron_device, nc_count (physical cores), bdf and memory_size (bytes).
+COMMANDS = (("neuron-ls", "--output-format", "json"), ("neuron-ls", "--json-output"))
+FIELDS = ("neuron_device", "nc_count", "memory_size")
+
+
+class _Chip(NamedTuple):
+    """One Neuron device as a layer sees it; what the layer lacks is read from sysfs."""
+
+    number: int
+    cores: Optional[int] = None
+    bus_id: Optional[str] = None
+    memory: Optional[int] = None
 
 
 class NeuronManager(AcceleratorManager):
     name = "neuron"
     resource_name = "neuron_cores"
-    visible_devices_env_var = "NEURON_RT_VISIBLE_CORES"
+    visible_devices_env_var = VISIBLE
+    env_vars_read = (VISIBLE, NUM_CORES, LNC)
+    fractional = False
+    placement = CONTIGUOUS
+    partitions_per_grant = None  # cores name their device in ``parent``, yet are ordinary units
+    framework_device = "xla"
+    collective_backend = "xla"
+
+    def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
+        return parse_ranges(env[VISIBLE], self.nothing_visible) if VISIBLE in env else None
+
+    def visibility_env(self, ids: Sequence[str]) -> dict[str, Optional[str]]:
+        value = format_ranges(ids)
+        if "," in value:
+            raise ValueError(
+                f"NeuronCores {value}: {VISIBLE} takes one core (3) or one range (2-5)"
+            )
+        return {VISIBLE: value, NUM_CORES: None}
 
     def detect(self, host: Host) -> list[Device]:
-        return []
+        return detect_layers(host, ("command", self._from_neuron_ls), ("sysfs", self._from_sysfs))
+
+    def _from_neuron_ls(self, host: Host) -> Optional[list[Device]]:
+        data = first_json(host, *COMMANDS)
+        entries = json_records(data)
+        if entries is None and data is not None:
+            note("neuron-ls printed JSON without a list of devices; ignoring it", "warning")
+        chips = None if entries is None else [_chip(n, e) for n, e in enumerate(entries)]
+        return None if chips is None else self._cores(host, chips)
+
+    def _from_sysfs(self, host: Host) -> Optional[list[Device]]:
+        names = [posixpath.basename(p) for p in host.glob(f"{SYSFS}/neuron[0-9]*")]
+        chips = [_Chip(int(name[6:])) for name in names if name[6:].isdigit()]
+        return self._cores(host, chips) if chips else None
+
+    def _cores(self, host: Host, chips: Sequence[_Chip]) -> list[Device]:
+        """Logical cores of every device, numbered across devices in device order."""
+        devices: list[Device] = []
+        for chip in sorted(chips, key=lambda c: c.number):
+            base = f"{SYSFS}/neuron{chip.number}"
+            physical = _sysfs_cores(host, base) if chip.cores is None else chip.cores
+            model = read_value(host, f"{base}/info/architecture/device_name")
+            lnc = _lnc(host.env, model)
+            if physical <= 0 or physical % lnc:
+                note(f"neuron{chip.number} has {physical} cores, grouped by {lnc}", "warning")
+            logical = physical // lnc
+            share = max(chip.memory or 0, 0) // max(logical, 1) or None  # of the device's memory
+            core = Device(
+                "0",
+                type_label=TYPE_LABEL,
+                model=model,
+                memory_bytes=share,
+                pci_bus_id=chip.bus_id,
+                numa_node=numa_node(host, chip.bus_id),
+                parent=f"neuron{chip.number}",
+            )
+            devices += [core.replace(id=str(len(devices) + n)) for n in range(logical)]
+        return devices
+
+    def labels(self, devices: Sequence[Device], host: Host) -> dict[str, str]:
+        """The device generation ("Trainium1"), device count and logical core grouping."""
+        model = next((d.model for d in devices if d.model), None)
+        count, lnc = len({d.parent for d in devices}), _lnc(host.env, model)
+        labels = {"devices": str(count), "lnc": str(lnc)} if devices else {}
+        return {**labels, "model": model} if model else labels
+
+
+def _chip(position: int, entry: Mapping[str, Any]) -> _Chip:
+    number, cores, memory = (parse_int(entry.get(field)) for field in FIELDS)
+    bus = normalise_bus_id(str(entry.get("bdf") or ""))
+    return _Chip(position if number is None else number, cores, bus, memory)
+
+
+def _sysfs_cores(host: Host, base: str) -> int:
+    """The driver's core count for a device, or its ``neuron_core<N>`` directories."""
+    count = read_int(host, f"{base}/core_count", 10)
+    return len(host.glob(f"{base}/neuron_core[0-9]*")) if count is None else count
+
+
+def _lnc(env: Mapping[str, str], model: Optional[str]) -> int:
+    """Physical cores per logical core: the variable when valid, else the generation's default."""
+    raw = env.get(LNC, "").strip()
+    if raw.isdigit() and int(raw) >= 1:
+        return int(raw)
+    if raw:
+        note(f"{LNC}={raw!r} is not a positive whole number; using the default", "warning")
+    return 2 if model in GROUPED else 1
 
 
 @hookimpl

@@ -1,11 +1,44 @@
-"""NVIDIA GPUs (data sheet; detection to come)."""
+"""NVIDIA GPUs: ``CUDA_VISIBLE_DEVICES`` ids, and MIG instances as devices of their own.
+
+A grant writes ``CUDA_VISIBLE_DEVICES`` and ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so an index means
+what NVML and nvidia-smi say (CUDA's default order, fastest first, differs). On read CUDA takes
+indices and ``GPU-``/``MIG-`` UUIDs or unique prefixes of them, and stops at the first token it
+cannot read (so ``-1`` hides every GPU). ``NVIDIA_VISIBLE_DEVICES`` is the container runtime's
+layer, in host ids: it is recorded, never read as CUDA ids.
+
+A MIG-enabled GPU is never handed out by its index: each MIG instance is a device (id
+``MIG-<uuid>``, label like ``A100-1g.5gb``, ``parent`` = the GPU's index), granted whole and
+one per grant (the core's default ``partitions_per_grant``: a CUDA process uses one instance).
+Where the instances cannot be listed, the GPU is left out with a diagnostic.
+
+Detection: NVML (``pynvml``, no CUDA context), else ``nvidia-smi``'s CSV query, else
+``/proc/driver/nvidia/gpus/<bus id>/information`` numbered by bus id, as NVML numbers them.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Optional
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
 
-from accelkit import AcceleratorManager, Device, Host, hookimpl
+from accelkit import AcceleratorManager, Device, Host, hookimpl, note
+from accelkit.detection import detect_layers, parse_csv, run_command
+from accelkit.gpu_facts import decode, library_session, type_label
+from accelkit.gpu_sysfs import pci_location
+from accelkit.textparse import parse_colon_records, parse_memory
+from accelkit.visibility import split_ids
+
+# Marketing names -> labels ("NVIDIA H100 80GB HBM3" -> "H100"); others: the sanitized name.
+MODELS = r"GB300|GB200|GH200|B300|B200|B100|H200|H100|H800|H20|A100|A800|A40|A30|A16|A10G|A10|A2"
+MODELS += r"|L40S|L40|L20|L4|T4|V100S|V100|P100|P40|P4|K80"
+TYPE_LABELS = ((r"\bRTX PRO (\d+)\b", r"RTX-PRO-\1"), (rf"\b({MODELS})\b", r"\1"))
+MIG_PROFILE = re.compile(r"\b\d+g\.\d+gb\b", re.IGNORECASE)  # "... MIG 1g.5gb" -> "A100-1g.5gb"
+CUDA_TOKEN = re.compile(r"^(\d+|GPU-[\w-]+|MIG-[\w/-]+)$")  # CUDA stops at any other token
+# The documented query plus the MIG mode, so that a MIG-enabled GPU is never offered whole.
+QUERY = "index,uuid,name,memory.total,pci.bus_id,mig.mode.current"
+NVIDIA_SMI = ("nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits")
+PROC_GPUS = "/proc/driver/nvidia/gpus"
 
 
 class NvidiaManager(AcceleratorManager):
@@ -16,11 +49,103 @@ class NvidiaManager(AcceleratorManager):
     framework_device = "cuda"
     collective_backend = "nccl"
 
+    def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
+        tokens = split_ids(env.get("CUDA_VISIBLE_DEVICES"), self.nothing_visible)
+        return None if tokens is None else list(itertools.takewhile(CUDA_TOKEN.match, tokens))
+
+    def matches(self, token: str, device: Device) -> bool:
+        """An index names a whole GPU (never a MIG instance); a UUID may be a unique prefix."""
+        if token.isdigit():
+            return device.parent is None and device.index == int(token)
+        return token == device.id or (len(token) > 4 and (device.uuid or "").startswith(token))
+
     def visibility_env(self, ids: Sequence[str]) -> dict[str, Optional[str]]:
         return {**super().visibility_env(ids), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
     def detect(self, host: Host) -> list[Device]:
+        layers = (("library", from_nvml), ("command", from_nvidia_smi), ("sysfs", from_proc))
+        return detect_layers(host, *layers)
+
+
+def gpu(host: Host, index: int, name: str, uuid: str, memory: Optional[int], bus: object) -> Device:
+    """A whole GPU as any layer describes it, with its NUMA node from sysfs."""
+    return Device(str(index), index, model=name or None, uuid=uuid or None, memory_bytes=memory,
+                  type_label=type_label(name, TYPE_LABELS, ("NVIDIA", "Tesla")),
+                  **pci_location(host, decode(bus)))  # fmt: skip
+
+
+def left_out(index: object, why: str) -> list[Device]:
+    note(f"GPU {index} is left out: {why}; MIG instances are listed only through NVML", "warning")
+    return []
+
+
+def from_nvml(host: Host) -> Optional[list[Device]]:
+    """Every GPU NVML counts, its MIG instances in place of a MIG-enabled one."""
+    with library_session(host, "pynvml", "nvmlInit", "nvmlShutdown") as nvml:
+        count = nvml.nvmlDeviceGetCount() if nvml else 0
+        return nvml and [d for i in range(count) for d in nvml_gpu(host, nvml, i)]
+
+
+def nvml_gpu(host: Host, nvml: Any, index: int) -> list[Device]:
+    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+    whole = gpu(host, index, *nvml_facts(nvml, handle), nvml.nvmlDeviceGetPciInfo(handle).busId)
+    try:
+        mig_mode = nvml.nvmlDeviceGetMigMode(handle)[0]
+    except nvml.NVMLError:  # GPUs without MIG answer "not supported"
+        mig_mode = None
+    if mig_mode != nvml.NVML_DEVICE_MIG_ENABLE:
+        return [whole]
+    # An NVML error from here on fails the layer: the next ones leave this GPU out, with a note.
+    slots = range(nvml.nvmlDeviceGetMaxMigDeviceCount(handle))
+    instances = [d for slot in slots for d in mig_instance(nvml, handle, slot, whole)]
+    return instances or left_out(index, "MIG is enabled and it has no MIG instances")
+
+
+def nvml_facts(nvml: Any, handle: object) -> tuple[str, str, int]:
+    """Name, UUID and memory in bytes of a GPU or MIG instance handle."""
+    name, uuid = decode(nvml.nvmlDeviceGetName(handle)), decode(nvml.nvmlDeviceGetUUID(handle))
+    return name, uuid, nvml.nvmlDeviceGetMemoryInfo(handle).total
+
+
+def mig_instance(nvml: Any, handle: object, slot: int, parent: Device) -> list[Device]:
+    """The MIG instance in ``slot`` of a GPU as a device of its own; none for an empty slot."""
+    try:
+        mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+    except nvml.NVMLError_NotFound:
         return []
+    name, uuid, memory = nvml_facts(nvml, mig)
+    label = f"{parent.type_label}-{p[0]}" if (p := MIG_PROFILE.search(name)) else parent.type_label
+    changes = {"id": uuid, "uuid": uuid, "model": name, "memory_bytes": memory, "type_label": label}
+    return [parent.replace(index=None, parent=parent.id, **changes)]
+
+
+def from_nvidia_smi(host: Host) -> Optional[list[Device]]:
+    """One GPU per row; an unreadable index makes the layer fail, so the next one answers."""
+    rows = parse_csv(run_command(host, NVIDIA_SMI), 6, "nvidia-smi output")
+    if rows is None:
+        return None
+    for index, *_ in (row for row in rows if row[5] == "Enabled"):
+        left_out(index, "MIG is enabled")
+    return [
+        gpu(host, int(index), name, uuid, parse_memory(memory, "MiB"), bus)
+        for index, uuid, name, memory, bus, mig_mode in rows
+        if mig_mode != "Enabled"
+    ]
+
+
+def from_proc(host: Host) -> Optional[list[Device]]:
+    """The driver's own files; numbered by bus id (NVML's order), never by Device Minor."""
+    buses = sorted(host.listdir(PROC_GPUS), key=str.lower)
+    devices = []
+    for index, bus in enumerate(buses):
+        info = host.read_text(f"{PROC_GPUS}/{bus}/information")
+        fields = (parse_colon_records(info, "Model", bus) or [{}])[0]
+        if host.glob(f"/proc/driver/nvidia/capabilities/gpu{fields.get('Device Minor')}/mig/gi*"):
+            left_out(index, "it has MIG instances")
+            continue
+        name, uuid = fields.get("Model", ""), fields.get("GPU UUID", "")
+        devices.append(gpu(host, index, name, uuid, None, fields.get("Bus Location", bus)))
+    return devices if buses else None
 
 
 @hookimpl

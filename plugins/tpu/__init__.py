@@ -1,17 +1,141 @@
-"""Tpu (stub: data sheet and detection to come)."""
+"""Google Cloud TPU: chips as the schedulable unit, and the pod slice each host belongs to.
+
+Ids are chip indices as libtpu's ``TPU_VISIBLE_CHIPS`` takes them. A process takes 1, 2 or 4
+chips of a host as an aligned block, with bounds that tell libtpu the block's shape, or the whole
+host, where every variable is left unset so libtpu uses its defaults (which also carry the pod
+slice). GKE and the TPU VM image describe the slice in ``TPU_ACCELERATOR_TYPE`` ("v6e-16"),
+``TPU_TOPOLOGY`` ("4x4"), ``TPU_WORKER_ID`` and ``TPU_NAME``; those are read here, and the metadata
+server is never asked (no network, ever).
+"""
 
 from __future__ import annotations
 
-from accelkit import AcceleratorManager, Device, Host, hookimpl
+import re
+from collections.abc import Mapping, Sequence
+from typing import Optional
+
+from accelkit import ALIGNED_BLOCKS, AcceleratorManager, Device, Host, hookimpl, note
+from accelkit.detection import PciDevice, detect_layers, pci_devices, read_int
+from accelkit.devfiles import device_files
+from accelkit.pod import env_labels, slice_resources
+from accelkit.visibility import join_ids
+
+GOOGLE = 0x1AE0
+# PCI base class of a chip newer than this table; Google's virtual NIC and disks share the vendor.
+PROCESSING_ACCELERATOR = 0x12
+# PCI device id -> generation as Cloud TPU accelerator types spell it (v5e is "v5litepod").
+GENERATIONS = {0x005E: "v4", 0x0062: "v5p", 0x0063: "v5litepod", 0x006F: "v6e", 0x0076: "v7x"}
+V2_V3, V2_V3_SUBSYSTEMS = 0x0027, {0x004E: "v2", 0x004F: "v3"}  # told apart by subsystem id
+SINGLE_CORE = ("v5litepod", "v6e")  # pod-type suffix counts chips; others count 2 cores a chip
+POD_TYPE = re.compile(r"(?:v|tpu)(\d+[a-z]*)-(\d+)")  # "v6e-16"; Ironwood spells "tpu7x-16"
+POD_LABELS = {"topology": "TPU_TOPOLOGY", "worker-id": "TPU_WORKER_ID", "slice-name": "TPU_NAME"}
+POD_VARS = ("TPU_ACCELERATOR_TYPE", *POD_LABELS.values())
+
+VISIBLE = "TPU_VISIBLE_CHIPS"
+CHIP_BOUNDS = ("TPU_CHIPS_PER_HOST_BOUNDS", "TPU_CHIPS_PER_PROCESS_BOUNDS")  # older, newer name
+HOST_BOUNDS = ("TPU_HOST_BOUNDS", "TPU_PROCESS_BOUNDS")  # older, newer name
+# Chips a process takes -> chip bounds; with host bounds 1,1,1 the block is a slice of its own.
+# (v7x, two dies a chip, describes blocks in four dimensions: its blocks are not modelled here.)
+BLOCK_BOUNDS = {1: "1,1,1", 2: "1,2,1", 4: "2,2,1"}
+MAX_CHIPS_PER_HOST = 8
+Env = dict[str, Optional[str]]
 
 
 class TpuManager(AcceleratorManager):
     name = "tpu"
     resource_name = "TPU"
-    visible_devices_env_var = "TPU_VISIBLE_CHIPS"
+    visible_devices_env_var = VISIBLE
+    env_vars_read = (VISIBLE, *CHIP_BOUNDS, *HOST_BOUNDS, *POD_VARS)
+    fractional = False
+    allowed_quantities = (1, 2, 4, 8)
+    placement = ALIGNED_BLOCKS
+    framework_device = "xla"
+    collective_backend = "xla"
+
+    def visibility_env(self, ids: Sequence[str], total: Optional[int] = None) -> Env:
+        """Bounds for a block of 1, 2 or 4 chips; every variable unset for the whole host.
+
+        ``total`` is the number of chips on the node, when the caller knows it: every chip of a
+        4-chip host is then the whole host too, as 8 chips always are.
+        """
+        count = len(ids)
+        if count == MAX_CHIPS_PER_HOST or (count and count == total):
+            return dict.fromkeys((VISIBLE, *CHIP_BOUNDS, *HOST_BOUNDS))
+        if count and count not in BLOCK_BOUNDS:
+            raise ValueError(
+                f"{count} TPU chips {list(ids)}: a process takes 1, 2 or 4 chips, or the whole host"
+            )
+        chips = BLOCK_BOUNDS.get(count)  # None when hiding every chip: no block, no bounds
+        bounds = dict.fromkeys(CHIP_BOUNDS, chips) | dict.fromkeys(HOST_BOUNDS, chips and "1,1,1")
+        return {VISIBLE: join_ids(ids), **bounds}
 
     def detect(self, host: Host) -> list[Device]:
-        return []
+        return detect_layers(host, ("devfs", self._from_device_files), ("sysfs", self._from_pci))
+
+    def _from_device_files(self, host: Host) -> Optional[list[Device]]:
+        chips = [file.pci for file in device_files(host, GOOGLE) if _is_tpu(file.pci)]
+        return self._chips(host, chips) if chips else None
+
+    def _from_pci(self, host: Host) -> Optional[list[Device]]:
+        chips = [pci for pci in pci_devices(host, GOOGLE) if _is_tpu(pci)]
+        if chips:
+            note("TPU chips are on the PCI bus, but no /dev/accel* or /dev/vfio/* file opens them")
+        return self._chips(host, chips) if chips else None
+
+    def _chips(self, host: Host, chips: Sequence[PciDevice]) -> list[Device]:
+        pod = _pod_type(host.env)
+        return [_chip(host, n, pci, pod[0] if pod else None) for n, pci in enumerate(chips)]
+
+    def additional_resources(self, devices: Sequence[Device], host: Host) -> dict[str, float]:
+        """``{<TPU_NAME>: 1}`` on every host of a slice, ``TPU-<pod type>-head`` on worker 0."""
+        pod = _pod_type(host.env)
+        if not devices or pod is None:
+            return {}
+        head = f"TPU-{pod[0]}-{pod[1]}-head"
+        return slice_resources(host.env.get("TPU_NAME"), host.env.get("TPU_WORKER_ID"), head)
+
+    def labels(self, devices: Sequence[Device], host: Host) -> dict[str, str]:
+        """Chips per host and the slice: pod type, chips per pod, topology, worker id, name."""
+        if not devices:
+            return {}
+        labels = {"chips-per-host": str(len(devices)), **env_labels(host.env, POD_LABELS)}
+        pod = _pod_type(host.env)
+        if pod:
+            per_pod = pod[1] if pod[0] in SINGLE_CORE else pod[1] // 2
+            labels.update({"pod-type": f"{pod[0]}-{pod[1]}", "chips-per-pod": str(per_pod)})
+        return labels
+
+
+def _chip(host: Host, index: int, pci: PciDevice, generation: Optional[str]) -> Device:
+    """Chip ``index`` of the host; the pod type's generation wins over the PCI id's."""
+    generation = generation or _generation(host, pci)
+    if generation is None:
+        note(f"TPU {pci.bus_id} has PCI device id {pci.device:#06x}: unknown generation")
+    label = f"TPU-{generation.upper()}" if generation else "TPU"
+    model = f"TPU {generation}" if generation else f"TPU (PCI device {pci.device:#06x})"
+    return Device(
+        str(index), type_label=label, model=model, pci_bus_id=pci.bus_id, numa_node=pci.numa_node
+    )
+
+
+def _is_tpu(pci: PciDevice) -> bool:
+    known = pci.device in GENERATIONS or pci.device == V2_V3
+    return known or (pci.class_code is not None and pci.class_code >> 16 == PROCESSING_ACCELERATOR)
+
+
+def _generation(host: Host, pci: PciDevice) -> Optional[str]:
+    if pci.device == V2_V3:
+        return V2_V3_SUBSYSTEMS.get(read_int(host, f"{pci.path}/subsystem_device", 16) or 0)
+    return GENERATIONS.get(pci.device)
+
+
+def _pod_type(env: Mapping[str, str]) -> Optional[tuple[str, int]]:
+    """(generation, suffix) of ``TPU_ACCELERATOR_TYPE``, e.g. ("v6e", 16); "tpu7x" reads "v7x"."""
+    raw = env.get("TPU_ACCELERATOR_TYPE", "").strip().lower()
+    match = POD_TYPE.fullmatch(raw)
+    if raw and not match:
+        note(f"TPU_ACCELERATOR_TYPE={raw!r} is not a pod type like v6e-16; ignored", "warning")
+    return (f"v{match[1]}", int(match[2])) if match else None
 
 
 @hookimpl

@@ -1,10 +1,130 @@
-"""`accelkit env` (to be written)."""
+"""``accelkit env``: the environment of one grant, as shell lines or JSON.
+
+``eval "$(accelkit env -r GPU=1)"`` makes this shell see one GPU of this node, exactly as a
+scheduler's worker holding that grant would.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import shlex
+import sys
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any, Optional, Union
+
+from . import EXIT_FAILED, EXIT_OK
+from ._common import host_from_args, print_json
+from .ls import override
+
+TYPE_OPTION = "accelerator_type"
+"""``-r accelerator_type=H100`` asks for a type, like ``acquire(..., accelerator_type="H100")``."""
 
 
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:
-    verbs.add_parser("env", parents=[common], help="(not yet available)")
+    """Add the ``env`` verb."""
+    parser = verbs.add_parser(
+        "env",
+        parents=[common],
+        help="print the environment that makes a worker see the devices of one request",
+        description=(
+            "Detect this node (or the snapshot given with --host), grant the request as a "
+            "scheduler would on an idle node, and print the worker environment as shell lines: "
+            "`export VAR=value`, and `unset VAR` for variables that must not be set. Use "
+            'eval "$(accelkit env -r GPU=1)" to apply it to this shell.'
+        ),
+        epilog=(
+            "Exit status: 0 on success; 1 when the request does not fit; 2 when it is malformed "
+            "or could never fit on this node (the message says what the node has)."
+        ),
+    )
+    parser.add_argument(
+        "-r",
+        "--request",
+        action="append",
+        default=[],
+        metavar="RES=Q",
+        help="request Q of resource RES (repeatable): GPU=0.5, neuron_cores=2, TPU=4, "
+        "accelerator_type=H100",
+    )
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        type=override,
+        metavar="RES=N",
+        help="treat the node as having N of resource RES (repeatable), as `accelkit ls` does",
+    )
+    parser.add_argument(
+        "--hide-others",
+        action="store_true",
+        help="also hide the node's accelerator families the request does not use",
+    )
+    parser.add_argument(
+        "--no-hints",
+        action="store_true",
+        help="leave out plugins' advisory variables (e.g. framework memory fractions)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the grant, its ids and its env as JSON"
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Grant the request on a fresh allocator and print the grant's environment."""
+    from ..allocator import Allocator
+    from ..node import detect_node
+
+    request, accelerator_type = parse_request(args.request)
+    node = detect_node(host_from_args(args), dict(args.override) or None)
+    grant = Allocator(node).acquire(request, accelerator_type=accelerator_type)
+    if grant is None:
+        print(f"accelkit env: {request} does not fit on this node now", file=sys.stderr)
+        return EXIT_FAILED
+    env = grant.env(hide_others=args.hide_others, hooks=not args.no_hints)
+    if args.json:
+        print_json({"grant": grant.to_dict(), "ids": grant.ids, "env": env})
+    else:
+        sys.stdout.write(shell_lines(env))
+    return EXIT_OK
+
+
+def parse_request(items: Sequence[str]) -> tuple[dict[str, Union[float, Fraction]], Optional[str]]:
+    """``["GPU=0.5", "accelerator_type=H100"]`` -> ``({"GPU": 0.5}, "H100")``."""
+    request: dict[str, Union[float, Fraction]] = {}
+    accelerator_type: Optional[str] = None
+    for item in items:
+        name, text = _split(item)
+        if name == TYPE_OPTION:
+            accelerator_type = text
+        else:
+            request[name] = _number(item, text)
+    return request, accelerator_type
+
+
+def shell_lines(env: dict[str, Optional[str]]) -> str:
+    """``export VAR=value`` (shell-quoted) and ``unset VAR`` lines, one per variable."""
+    return "".join(
+        f"unset {name}\n" if value is None else f"export {name}={shlex.quote(value)}\n"
+        for name, value in env.items()
+    )
+
+
+def _split(item: str) -> tuple[str, str]:
+    name, sep, text = item.partition("=")
+    if not sep or not name.strip() or not text.strip():
+        raise ValueError(f"{item!r} is not RES=Q (for example GPU=0.5)")
+    return name.strip(), text.strip()
+
+
+def _number(item: str, text: str) -> Union[float, Fraction]:
+    """A float, or an exact fraction such as ``1/3``."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"{item!r}: {text!r} is not a number (write 0.5, 2 or 1/3)") from None

@@ -1,10 +1,133 @@
-"""`accelkit ls` (to be written)."""
+"""``accelkit ls``: this node's accelerators, resources and labels, and why detection said so."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Optional
+
+from . import EXIT_OK
+from ._common import host_from_args, print_json
+
+if TYPE_CHECKING:
+    from ..device import Device
+    from ..node import Node
+
+COLUMNS = ("FAMILY", "RESOURCE", "ID", "TYPE", "MODEL", "MEMORY", "BUS ID", "NUMA", "SOURCE")
 
 
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:
-    verbs.add_parser("ls", parents=[common], help="(not yet available)")
+    """Add the ``ls`` verb."""
+    parser = verbs.add_parser(
+        "ls",
+        parents=[common],
+        help="list this node's accelerators, resources and labels",
+        description=(
+            "Detect this node's accelerators (or replay a snapshot with --host DIR) and print "
+            "the devices of every family, the node's resources and labels as schedulers see "
+            "them, then detection warnings and errors. Honours CUDA_VISIBLE_DEVICES and the "
+            "other families' visibility variables, ACCELKIT_OVERRIDE_RESOURCES and "
+            "ACCELKIT_EXCLUDE_DEVICES."
+        ),
+        epilog="Exit status: 0, also when there is no accelerator; 2 on bad usage or input.",
+    )
+    parser.add_argument("--json", action="store_true", help="print the node as JSON")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        type=override,
+        metavar="RES=N",
+        help="treat the node as having N of resource RES (repeatable; 0 removes it); wins over "
+        "ACCELKIT_OVERRIDE_RESOURCES",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="also print informational diagnostics"
+    )
+    parser.set_defaults(run=run)
+
+
+def override(text: str) -> tuple[str, float]:
+    """``"GPU=2"`` -> ``("GPU", 2.0)``, for argparse (a bad one is a usage error)."""
+    name, sep, value = (part.strip() for part in text.partition("="))
+    try:
+        if not (sep and name):
+            raise ValueError
+        return name, float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not RES=N (for example GPU=2 or custom=0.5)"
+        ) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import registry
+    from ..node import detect_node
+
+    with warnings.catch_warnings():  # the listing says it once, in a sentence
+        warnings.simplefilter("ignore", registry.PluginWarning)
+        node = detect_node(host_from_args(args), dict(args.override) or None)
+        broken = [p.name for p in registry.plugin_report() if p.status == "error"]
+    if args.json:
+        print_json(node.to_dict())
+        return EXIT_OK
+    lines = report(node, verbose=args.verbose)
+    if broken:
+        lines += ["", f"Plugins that failed to load: {', '.join(broken)} (see `accelkit plugins`)"]
+    print("\n".join(lines))
+    return EXIT_OK
+
+
+def report(node: Node, *, verbose: bool = False) -> list[str]:
+    """The human-readable listing of ``node``, as lines."""
+    lines: list[str] = []
+    if node.devices:
+        lines += table([_row(d) for d in node.devices], COLUMNS)
+    else:
+        lines.append("No accelerators found on this node.")
+    if node.resources:
+        lines += ["", "Resources:"]
+        lines += [f"  {name} = {_number(value)}" for name, value in node.resources.items()]
+    if node.labels:
+        lines += ["", "Labels:"]
+        lines += [f"  {name} = {value}" for name, value in node.labels.items()]
+    shown = [d for d in node.diagnostics if verbose or d.level != "info"]
+    if shown:
+        lines += ["", "Diagnostics:"]
+        lines += [f"  {d.level:<7} {d.family}: {d.message}" for d in shown]
+    hidden = len(node.diagnostics) - len(shown)
+    if hidden:
+        lines += ["", f"({hidden} informational diagnostic(s); -v shows them)"]
+    return lines
+
+
+def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
+    """Left-aligned columns separated by two spaces, no trailing blanks."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
+    return [
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
+        for row in (header, *rows)
+    ]
+
+
+def _row(device: Device) -> list[str]:
+    return [
+        device.family,
+        device.resource_name,
+        device.id,
+        _text(device.type_label),
+        _text(device.model),
+        "-" if device.memory_bytes is None else f"{device.memory_bytes / 2**30:.1f} GiB",
+        _text(device.pci_bus_id),
+        _text(device.numa_node),
+        device.source or "-",
+    ]
+
+
+def _text(value: Optional[object]) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"

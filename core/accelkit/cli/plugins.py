@@ -1,10 +1,101 @@
-"""`accelkit plugins` (to be written)."""
+"""``accelkit plugins``: which plugins this Python finds, what each provides, and what failed."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from . import EXIT_FAILED, EXIT_OK
+from ._common import host_from_args, print_json
+
+COLUMNS = ("NAME", "ORIGIN", "DISTRIBUTION", "STATUS", "FAMILIES")
 
 
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:
-    verbs.add_parser("plugins", parents=[common], help="(not yet available)")
+    """Add the ``plugins`` verb."""
+    parser = verbs.add_parser(
+        "plugins",
+        parents=[common],
+        help="list the plugins found, the families they provide, and any that failed",
+        description=(
+            "List every accelkit plugin this Python environment provides: the built-ins and the "
+            "entry points of group 'accelkit', with their distribution, status and families. "
+            "Honours ACCELKIT_DISABLE_PLUGINS, ACCELKIT_DISABLE_PLUGIN_AUTOLOAD and "
+            "ACCELKIT_REQUIRE_PLUGINS. With --host DIR, also count each family's devices in that "
+            "snapshot."
+        ),
+        epilog=(
+            "Exit status: 0 when every plugin is ok, disabled or replaced; 1 when a plugin failed "
+            "to load (status 'error') or a required plugin is not in use; 2 on bad usage."
+        ),
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print a JSON list with one record per plugin"
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the plugin report; the table already shows what the load warnings would say."""
+    from .. import registry
+    from ..errors import PluginError
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", registry.PluginWarning)
+        report = registry.plugin_report()
+        try:
+            registry.managers()
+            required_error = None
+        except PluginError as exc:
+            required_error = str(exc)
+    counts = _device_counts(args) if args.host and not required_error else None
+    records = [info.to_dict() for info in report]
+    if counts is not None:
+        for record in records:
+            record["devices"] = {f: counts.get(f) for f in record["families"]}
+    if args.json:
+        print_json(records)
+    else:
+        _print_table(records, counts is not None)
+        if not registry.autoload_enabled():
+            print(f"\n{registry.AUTOLOAD_OFF_VAR} is set: third-party plugins were not loaded.")
+    if required_error:
+        print(f"accelkit plugins: {required_error}", file=sys.stderr)
+    failed = required_error or any(info.status == "error" for info in report)
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _device_counts(args: argparse.Namespace) -> dict[str, Optional[int]]:
+    """Devices per family in the ``--host`` snapshot (None where detection raised)."""
+    from .. import registry
+    from ..diagnostics import collecting
+
+    host = host_from_args(args)
+    counts: dict[str, Optional[int]] = {}
+    for manager in registry.managers():
+        with collecting(manager.name):
+            try:
+                counts[manager.name] = len(manager.detect(host))
+            except Exception:
+                counts[manager.name] = None
+    return counts
+
+
+def _print_table(records: Sequence[dict[str, Any]], with_devices: bool) -> None:
+    """One row per plugin; the last column explains any status but ok."""
+    header = [*COLUMNS, *(["DEVICES"] if with_devices else []), "NOTE"]
+    rows = [header]
+    for r in records:
+        dist = f"{r['dist'] or '?'} {r['version'] or '?'}"
+        row = [r["name"], r["origin"], dist, r["status"], ",".join(r["families"]) or "-"]
+        if with_devices:
+            devices = r.get("devices", {})
+            row.append(",".join(f"{f}:{'?' if n is None else n}" for f, n in devices.items()))
+        rows.append([*row, r["error"] or ""])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths)]
+        print("  ".join([*cells, row[-1]]).rstrip())

@@ -1,10 +1,77 @@
-"""`accelkit snapshot` (to be written)."""
+"""``accelkit snapshot DIR``: record what detection reads here, to replay it with ``--host DIR``."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import json
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import EXIT_OK
+from ._common import host_from_args
+
+if TYPE_CHECKING:
+    from ..node import Node
 
 
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:
-    verbs.add_parser("snapshot", parents=[common], help="(not yet available)")
+    """Add the ``snapshot`` verb."""
+    parser = verbs.add_parser(
+        "snapshot",
+        parents=[common],
+        help="record this node's accelerator view into a directory, for --host DIR",
+        description=(
+            "Run detection while recording every file, command output and declared variable it "
+            "reads into DIR (DIR/snapshot.json and DIR/root/). Vendor libraries are not used, so "
+            "the families answer from their commands and files, which the snapshot can hold. "
+            "`accelkit ls --host DIR` then shows this node anywhere. With --host SRC, re-record "
+            "an existing snapshot (e.g. to redact it)."
+        ),
+        epilog="Exit status: 0 when recorded; 2 when DIR is not empty or cannot be written.",
+    )
+    parser.add_argument("directory", metavar="DIR", help="where to write the snapshot")
+    parser.add_argument(
+        "--redact",
+        action="store_true",
+        help="replace serial numbers and UUIDs by stable fake ones, consistently everywhere",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="write into a non-empty DIR, replacing a snapshot already there",
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import registry
+    from ..node import detect_node
+    from ..snapshot import MANIFEST, ROOT, load_snapshot, record_snapshot
+
+    target = Path(args.directory)
+    if target.exists() and not target.is_dir():
+        raise NotADirectoryError(f"{target} exists and is not a directory")
+    if target.is_dir() and any(target.iterdir()) and not args.force:
+        raise FileExistsError(f"{target} is not empty; choose an empty directory or add --force")
+    with warnings.catch_warnings():  # `accelkit plugins` explains broken plugins
+        warnings.simplefilter("ignore", registry.PluginWarning)
+        record_snapshot(target, host_from_args(args), redact=args.redact, overwrite=args.force)
+        node = detect_node(load_snapshot(target))
+    manifest = json.loads((target / MANIFEST).read_text(encoding="utf-8"))
+    files = sum(1 for p in (target / ROOT).rglob("*") if p.is_symlink() or p.is_file())
+    print(f"Recorded {target}{' (redacted)' if args.redact else ''}:")
+    print(f"  {files} file(s) and link(s) under {target / ROOT}")
+    print(f"  {len(manifest['env'])} variable(s): " + (", ".join(manifest["env"]) or "none"))
+    print(f"  {len(manifest['commands'])} command(s)" + (":" if manifest["commands"] else ""))
+    for command in manifest["commands"]:
+        outcome = command.get("error") or f"exit {command['returncode']}"
+        print(f"    {' '.join(command['argv'])}  ({outcome})")
+    counts = [f"{int(node.resources[r])} {r}" for r in _resources(node)]
+    print(f"Replays as: {', '.join(counts) or 'no accelerators'}. Try: accelkit ls --host {target}")
+    return EXIT_OK
+
+
+def _resources(node: Node) -> list[str]:
+    """The node's device resources, in device order."""
+    return list(dict.fromkeys(d.resource_name for d in node.devices))

@@ -1,1 +1,73 @@
-"""Conformance kit for plugin authors (to be written)."""
+"""The conformance kit: prove a plugin right before any scheduler loads it.
+
+Two faces over one catalogue of checks:
+
+- ``AcceleratorManagerSuite`` (needs pytest, ``pip install 'accelkit[testing]'``): subclass it in
+  a test module, set ``manager_class`` and write the backdoor ``make_host(count, root)``. The
+  topic mixins (``ContractTests``, ``DetectionTests``, ``VisibilityTests``,
+  ``QuantityPlacementTests``, ``HygieneTests``, ``PackagingTests``) can be used one by one.
+- ``accelkit check FAMILY`` runs the same checks on an installed plugin, with no code and no
+  pytest (:func:`run_checks` on a :class:`Subject`).
+
+The opt-in pytest plugin (``pytest -p accelkit.testing``, or ``pytest_plugins =
+["accelkit.testing"]`` in a conftest) adds fixtures for plugin tests; it is never loaded into
+other pytest runs. ``import accelkit.testing`` itself imports neither pytest nor any check.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+pytest_plugins = ["accelkit.testing.pytest_plugin"]
+"""Read only by pytest, when this package is loaded as a plugin (``-p accelkit.testing``)."""
+
+_LAZY = {
+    "AcceleratorManagerSuite": "suite",
+    "ManagerTestBase": "suite",
+    "ContractTests": "suite",
+    "DetectionTests": "suite",
+    "VisibilityTests": "suite",
+    "QuantityPlacementTests": "suite",
+    "HygieneTests": "suite",
+    "PackagingTests": "suite",
+    "Subject": "subject",
+    "Skipped": "subject",
+    "Outcome": "runner",
+    "run_checks": "runner",
+    "all_checks": "catalog",
+    "Audit": "audit",
+    "watching": "audit",
+    "host_builder": "fakes",
+    "fake_pynvml": "fakes",
+    "fake_amdsmi": "fakes",
+}
+
+__all__ = list(_LAZY)
+
+if TYPE_CHECKING:
+    from .audit import Audit as Audit
+    from .audit import watching as watching
+    from .catalog import all_checks as all_checks
+    from .fakes import host_builder as host_builder
+    from .runner import Outcome as Outcome
+    from .runner import run_checks as run_checks
+    from .subject import Skipped as Skipped
+    from .subject import Subject as Subject
+    from .suite import AcceleratorManagerSuite as AcceleratorManagerSuite
+    from .suite import ContractTests as ContractTests
+    from .suite import DetectionTests as DetectionTests
+    from .suite import HygieneTests as HygieneTests
+    from .suite import ManagerTestBase as ManagerTestBase
+    from .suite import PackagingTests as PackagingTests
+    from .suite import QuantityPlacementTests as QuantityPlacementTests
+    from .suite import VisibilityTests as VisibilityTests
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

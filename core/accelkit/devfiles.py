@@ -1,0 +1,70 @@
+"""Device files traced back to the PCI function behind them.
+
+A file under ``/dev`` does not say whose device it is. TPU chips appear as ``/dev/accel<N>`` or
+``/dev/vfio/<group>``, but NVIDIA's driver 570 and Habana's create ``/dev/accel/accel<N>`` too,
+and DPDK binds network cards to ``vfio-pci``, which gives them a ``/dev/vfio/<group>`` as well.
+Counting such files made GPU nodes "TPU nodes" once; only the PCI function behind a file names
+its vendor, so a family that counts device files asks here which function each one is.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+
+from .detection import PciDevice, pci_device_at
+from .host import Host
+
+__all__ = ["DeviceFile", "accel_files", "device_files", "vfio_files"]
+
+ACCEL_CLASS = "/sys/class/accel"
+IOMMU_GROUPS = "/sys/kernel/iommu_groups"
+
+
+@dataclass(frozen=True)
+class DeviceFile:
+    """A device file a process opens, and the PCI function that backs it."""
+
+    path: str
+    pci: PciDevice
+
+
+def accel_files(host: Host) -> list[DeviceFile]:
+    """``/dev/accel<N>`` and ``/dev/accel/accel<N>`` (any vendor), in accel number order.
+
+    Both spellings are backed by ``/sys/class/accel/accel<N>/device``; a file whose class entry
+    has no PCI vendor is left out, since nothing says whose it is.
+    """
+    found: list[DeviceFile] = []
+    for path in (*host.glob("/dev/accel[0-9]*"), *host.glob("/dev/accel/accel[0-9]*")):
+        device = f"{ACCEL_CLASS}/{posixpath.basename(path)}/device"
+        if host.exists(f"{device}/vendor"):
+            found.append(DeviceFile(path, pci_device_at(host, device)))
+    return found
+
+
+def vfio_files(host: Host) -> list[DeviceFile]:
+    """``/dev/vfio/<group>`` with each PCI function of its IOMMU group, in PCI bus order.
+
+    ``/dev/vfio/vfio`` (the container file) is not a group and is skipped.
+    """
+    found: list[DeviceFile] = []
+    for path in host.glob("/dev/vfio/[0-9]*"):
+        group = posixpath.basename(path)
+        if not group.isdigit():
+            continue
+        members = f"{IOMMU_GROUPS}/{group}/devices"
+        for name in host.listdir(members):
+            found.append(DeviceFile(path, pci_device_at(host, f"{members}/{name}", name)))
+    return sorted(found, key=lambda f: f.pci.bus_id)
+
+
+def device_files(host: Host, vendor: int) -> list[DeviceFile]:
+    """Accel and VFIO device files backed by a PCI function of ``vendor``, one per function."""
+    seen: set[str] = set()
+    found: list[DeviceFile] = []
+    for file in (*accel_files(host), *vfio_files(host)):
+        if file.pci.vendor == vendor and file.pci.bus_id not in seen:
+            seen.add(file.pci.bus_id)
+            found.append(file)
+    return found

@@ -1,0 +1,162 @@
+"""Reading what GPU vendor libraries and tools say, for any GPU-like plugin.
+
+Vendor tools disagree on spelling: a bus id is ``00000000:17:00.0`` (NVML) or ``0000:17:00.0``
+(sysfs), a device id ``29857`` (KFD) or ``"0x74a1"`` (amd-smi), strings are ``bytes`` or ``str``
+depending on a binding's release, and JSON field names and nesting move between releases. The
+helpers here read all of those leniently and return None for what they cannot read, so a plugin
+stays a data sheet; type labels come from a vendor's table of patterns. Memory sizes in text:
+:func:`accelkit.textparse.parse_memory`; sysfs walkers: :mod:`accelkit.gpu_sysfs`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Optional
+
+from .detection import import_library
+from .host import Host
+
+__all__ = [
+    "decode",
+    "find_field",
+    "json_records",
+    "library_session",
+    "normalise_bus_id",
+    "parse_int",
+    "sanitize_label",
+    "type_label",
+]
+
+_BUS_ID = re.compile(
+    r"^(?:([0-9a-f]{1,8}):)?([0-9a-f]{1,2}):([0-9a-f]{1,2})\.([0-7])$", re.IGNORECASE
+)
+_TRADEMARKS = re.compile(r"\((?:R|TM|C)\)|[®™]", re.IGNORECASE)
+_NOT_LABEL = re.compile(r"[^A-Za-z0-9.]+")
+
+
+@contextlib.contextmanager
+def library_session(host: Host, name: str, init: str, shutdown: str) -> Iterator[Any]:
+    """A vendor management library imported and initialised for the block, then shut down.
+
+    NVML (``nvmlInit``/``nvmlShutdown``) and amdsmi (``amdsmi_init``/``amdsmi_shut_down``) hold
+    driver handles until shut down, also when reading a device fails half-way. Yields None (with a
+    note) when the library is not installed; an ``init`` that raises propagates, so the detection
+    layer reports it and the next layer answers.
+    """
+    library = import_library(host, name)
+    if library is None:
+        yield None
+        return
+    getattr(library, init)()
+    try:
+        yield library
+    finally:
+        getattr(library, shutdown)()
+
+
+def parse_int(value: object) -> Optional[int]:
+    """``29857``, ``"29857"`` or ``"0x74a1"`` as an int; None for ``"N/A"`` and other text."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    try:
+        return int(text, 16 if text[:2].lower() == "0x" else 10)
+    except ValueError:
+        return None
+
+
+def normalise_bus_id(value: Optional[str]) -> Optional[str]:
+    """``"00000000:17:00.0"`` (NVML) or ``"17:00.0"`` -> ``"0000:17:00.0"`` as sysfs names it."""
+    if not value:
+        return None
+    found = _BUS_ID.match(value.strip())
+    if found is None:
+        return None
+    domain, bus, slot, function = found.groups()
+    return f"{int(domain or '0', 16):04x}:{int(bus, 16):02x}:{int(slot, 16):02x}.{function}"
+
+
+def decode(value: object) -> str:
+    """Text from a C library binding, which gives ``bytes`` in some releases and ``str`` in others
+    (NVML names and bus ids in older nvidia-ml-py)."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def json_records(data: Any) -> Optional[list[Mapping[str, Any]]]:
+    """The per-device records of a tool's JSON: a top-level list, or the first list of objects
+    under a top-level key (``{"device_list": [...]}``, ``{"gpu_data": [...]}``); None if none."""
+    candidates = [data] if isinstance(data, list) else []
+    if isinstance(data, Mapping):
+        candidates = [v for v in data.values() if isinstance(v, list)]
+    for candidate in candidates:
+        records = [item for item in candidate if isinstance(item, Mapping)]
+        if records or not candidate:
+            return records
+    return None
+
+
+def find_field(record: Any, *names: str) -> Any:
+    """The value of the first of ``names`` found in ``record`` or its nested objects.
+
+    For tools whose field names and nesting move between releases (``vram_size_mb`` at the
+    top, later ``vram.size``): list every spelling seen, best first. None when absent.
+    """
+    for name in names:
+        found = _search(record, name)
+        if found is not None:
+            return found
+    return None
+
+
+def _search(record: Any, name: str) -> Any:
+    if not isinstance(record, Mapping):
+        return None
+    if record.get(name) is not None:
+        return record[name]
+    return next((found for v in record.values() if (found := _search(v, name)) is not None), None)
+
+
+def sanitize_label(
+    text: Optional[str], drop: Iterable[str] = (), prefix: str = ""
+) -> Optional[str]:
+    """A resource-safe label from a model name: ``"Intel(R) Arc(TM) A770"`` -> ``"Intel-Arc-A770"``.
+
+    Trademark marks and the words in ``drop`` (e.g. ``"NVIDIA"``) go, every other run of
+    characters outside ``[A-Za-z0-9.]`` becomes one ``-``; ``prefix`` is added when missing.
+    """
+    dropped = set(drop)
+    words = [w for w in _TRADEMARKS.sub(" ", text or "").split() if w not in dropped]
+    label = _NOT_LABEL.sub("-", " ".join(words)).strip("-.")
+    if not label:
+        return None
+    if prefix and not label.lower().startswith(prefix.lower()):
+        label = f"{prefix}-{label}"
+    return label
+
+
+def type_label(
+    model: Optional[str],
+    rules: Sequence[tuple[str, str]],
+    drop: Iterable[str] = (),
+    prefix: str = "",
+) -> Optional[str]:
+    """The normalised type label of ``model`` from a vendor's table of ``(regex, template)``.
+
+    The first rule whose regex is found (case-insensitive) gives ``match.expand(template)``,
+    sanitized, so ``(r"\\b(H100|A100)\\b", r"\\1")`` maps ``"NVIDIA H100 80GB HBM3"`` to ``"H100"``
+    and ``(r"GPU (Max \\d+)", r"Intel-GPU-\\1")`` gives ``"Intel-GPU-Max-1550"``. An unknown model
+    still gets a label: :func:`sanitize_label` of the whole name.
+    """
+    if not model:
+        return None
+    for pattern, template in rules:
+        found = re.search(pattern, model, re.IGNORECASE)
+        if found:
+            return sanitize_label(found.expand(template))
+    return sanitize_label(model, drop, prefix)

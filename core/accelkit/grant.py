@@ -1,0 +1,190 @@
+"""``Grant``: what one acquire handed out, and the environment that makes a worker see it.
+
+A grant is plain data (it survives ``to_dict``/``from_dict`` and a scheduler restart); the
+environment is built on demand from each granted family's own visibility rule, so the core never
+knows a vendor's variables.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Optional
+
+from . import registry
+from .device import Device
+from .errors import PluginError
+
+__all__ = ["NOSET_PREFIX", "Grant"]
+
+NOSET_PREFIX = "ACCELKIT_NOSET_"
+"""``ACCELKIT_NOSET_<FAMILY>=1`` (e.g. ``ACCELKIT_NOSET_NVIDIA``) leaves that family's variables
+alone, for workers whose launcher already sets them."""
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+def _writable(value: Optional[str]) -> bool:
+    """Whether a value can be written as is: None (unset) or text without whitespace."""
+    return value is None or not any(ch.isspace() for ch in value)
+
+
+class Grant:
+    """Devices and resources held by one request, until the allocator is told to release them.
+
+    ``token`` identifies the grant to its allocator (a copy rebuilt with :meth:`from_dict` is the
+    same grant). ``resources`` is the granted amount by resource, as floats of the 1e-4 grid.
+    ``devices`` pairs each device with its share (1.0 for whole devices). ``families`` are the
+    accelerator families of the node the grant came from (what ``hide_others`` hides). Grants are
+    immutable.
+    """
+
+    __slots__ = ("devices", "families", "resources", "token")
+
+    token: int
+    resources: Mapping[str, float]
+    devices: tuple[tuple[Device, float], ...]
+    families: tuple[str, ...]
+
+    def __init__(
+        self,
+        token: int,
+        resources: Mapping[str, float],
+        devices: Sequence[tuple[Device, float]],
+        families: Sequence[str] = (),
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "token", token)
+        setter(
+            self,
+            "resources",
+            resources
+            if isinstance(resources, MappingProxyType)
+            else MappingProxyType(dict(resources)),
+        )
+        setter(self, "devices", devices if isinstance(devices, tuple) else tuple(devices))
+        setter(self, "families", families if isinstance(families, tuple) else tuple(families))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Grant is immutable; cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Grant is immutable; cannot delete {name!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle by value, so a grant can travel to a worker process."""
+        return (Grant, (self.token, dict(self.resources), self.devices, self.families))
+
+    @property
+    def ids(self) -> dict[str, list[str]]:
+        """Device ids by resource, in grant order: ``{"GPU": ["0"]}``."""
+        ids: dict[str, list[str]] = {}
+        for device, _share in self.devices:
+            ids.setdefault(device.resource_name, []).append(device.id)
+        return ids
+
+    def ids_by_family(self) -> dict[str, list[str]]:
+        """Device ids by family, in grant order: ``{"nvidia": ["0"]}``."""
+        ids: dict[str, list[str]] = {}
+        for device, _share in self.devices:
+            ids.setdefault(device.family, []).append(device.id)
+        return ids
+
+    def env(
+        self,
+        base_env: Optional[Mapping[str, str]] = None,
+        *,
+        hide_others: bool = False,
+        hooks: bool = True,
+    ) -> dict[str, Optional[str]]:
+        """The variables to set in the worker's environment (None: unset that variable).
+
+        Each granted family writes its own variables (``visibility_env``), which also
+        neutralise the layers stacked on them. Families of the node that the grant does not
+        touch are left as inherited, unless ``hide_others`` makes them see nothing.
+        ``base_env`` is the environment the worker inherits (default ``os.environ``): a family
+        with ``ACCELKIT_NOSET_<FAMILY>=1`` there is left alone. With ``hooks``, plugins'
+        ``accelkit_worker_env`` hooks add advisory variables (the built-in ``hints`` plugin
+        writes framework memory fractions for shared devices); one already set in
+        ``base_env`` is kept as the user set it. No value is ever written with whitespace: a
+        family's is a :class:`~accelkit.PluginError`, a hook's is left out with a warning.
+        """
+        inherited: Mapping[str, str] = os.environ if base_env is None else base_env
+        granted = self.ids_by_family()
+        hidden = [f for f in self.families if f not in granted] if hide_others else []
+        env: dict[str, Optional[str]] = {}
+        # Hidden families first, so a granted family's variables win where two families share one.
+        for family, ids in [*((f, []) for f in hidden), *granted.items()]:
+            if inherited.get(NOSET_PREFIX + family.upper(), "").strip().lower() in _TRUE:
+                continue
+            written = registry.get_manager(family).visibility_env(ids)
+            spaced = {name: value for name, value in written.items() if not _writable(value)}
+            if spaced:
+                raise PluginError(
+                    f"the {family} plugin's visibility_env({ids!r}) writes whitespace: {spaced}"
+                )
+            env.update(written)
+        if hooks:
+            for name, value in registry.call_worker_env(self, env).items():
+                if name in inherited:
+                    continue
+                if _writable(value):
+                    env[name] = value
+                else:
+                    warnings.warn(
+                        f"accelkit_worker_env gave {name}={value!r}, which has whitespace; "
+                        "left out",
+                        registry.PluginWarning,
+                        stacklevel=2,
+                    )
+        return env
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready and lossless: :meth:`from_dict` gives an equal grant."""
+        return {
+            "token": self.token,
+            "resources": dict(self.resources),
+            "devices": [{"device": d.to_dict(), "share": share} for d, share in self.devices],
+            "families": list(self.families),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Grant:
+        """Rebuild a grant from :meth:`to_dict` (e.g. state a scheduler persisted)."""
+        try:
+            token = data["token"]
+            if isinstance(token, bool) or not isinstance(token, int):
+                raise ValueError(f"token must be an int, got {token!r}")
+            return cls(
+                token=token,
+                resources={str(k): float(v) for k, v in data["resources"].items()},
+                devices=[
+                    (Device.from_dict(dict(entry["device"])), float(entry["share"]))
+                    for entry in data["devices"]
+                ],
+                families=[str(f) for f in data.get("families", ())],
+            )
+        except (KeyError, TypeError, AttributeError) as error:
+            raise ValueError(
+                f"not a grant dict (keys token, resources, devices, families): {error!r}"
+            ) from None
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.token, dict(self.resources), self.devices, self.families)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Grant):
+            return NotImplemented
+        return self is other or self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self.token)
+
+    def __repr__(self) -> str:
+        held = ", ".join(
+            f"{d.family}:{d.id}" + ("" if share == 1.0 else f"*{share:g}")
+            for d, share in self.devices
+        )
+        return f"<Grant {self.token} {dict(self.resources)} [{held}]>"

@@ -1,0 +1,345 @@
+"""Resource requests: what a request may ask for, and whether a node could ever serve it.
+
+A request maps resource names to quantities (``{"GPU": 0.5}``). Validation turns it into integer
+units (1e-4, see :mod:`accelkit.quantities`) by the fixed-point rule, then applies the rule of each
+family that owns the resource (GPUs take fractions, Neuron whole cores, TPU 1, 2, 4 or 8). Given a
+node, it also proves the request could fit there at all, so a scheduler can tell "wait" from
+"never": the allocator answers the first, :class:`~accelkit.errors.Unsatisfiable` the second.
+
+An accelerator type is asked for as Ray does: 0.001 of the node resource
+``accelerator_type:<label>``, which also restricts the request's devices to that label.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Optional
+
+from . import registry
+from .device import Device
+from .errors import ConfigurationError, InvalidRequest, Unsatisfiable
+from .manager import ACCELERATOR_TYPE_PREFIX, AcceleratorManager
+from .quantities import UNIT, from_units, to_units
+
+if TYPE_CHECKING:
+    from .node import Node
+
+__all__ = [
+    "TYPE_REQUEST_UNITS",
+    "FamilyDevices",
+    "Inventory",
+    "validate_request",
+]
+
+TYPE_REQUEST_UNITS = 10
+"""What a type request takes of ``accelerator_type:<label>``: 0.001, as Ray asks."""
+
+
+def validate_request(
+    request: Mapping[str, object],
+    node: Optional[Node] = None,
+    *,
+    accelerator_type: Optional[str] = None,
+) -> dict[str, int]:
+    """The request in integer units (1e-4) by resource, or raise :class:`InvalidRequest`.
+
+    Zero quantities are dropped (asking for no GPU is asking for nothing). ``accelerator_type``
+    adds 0.001 of ``accelerator_type:<label>``, like writing that key yourself. Without a node,
+    a resource no family owns is a custom resource and only the fixed-point rule applies. With a
+    node, a resource the node lacks, a type it lacks, or more than it could ever hold raises
+    :class:`Unsatisfiable` (an ``InvalidRequest``) naming what the node has.
+    """
+    inventory = None if node is None else Inventory(node)
+    return resolve(request, accelerator_type, inventory)[0]
+
+
+def resolve(
+    request: Mapping[str, object],
+    accelerator_type: Optional[str],
+    inventory: Optional[Inventory],
+) -> tuple[dict[str, int], Optional[str]]:
+    """:func:`validate_request`'s work: the units and the type label that constrains devices."""
+    if not isinstance(request, Mapping):
+        raise InvalidRequest(
+            f"a request maps resource names to quantities, like {{'GPU': 0.5}}; got {request!r}"
+        )
+    units: dict[str, int] = {}
+    label: Optional[str] = None
+    for name, value in request.items():
+        _check_name(name)
+        amount = _quantity(name, value, inventory)
+        if not amount:
+            continue
+        if name.startswith(ACCELERATOR_TYPE_PREFIX):
+            label = _one_label(label, name[len(ACCELERATOR_TYPE_PREFIX) :])
+        units[name] = amount
+    if accelerator_type is not None:
+        if not isinstance(accelerator_type, str):
+            raise InvalidRequest(
+                f"accelerator_type must be a label like 'H100', got {accelerator_type!r}"
+            )
+        _check_name(ACCELERATOR_TYPE_PREFIX + accelerator_type)
+        label = _one_label(label, accelerator_type)
+        units.setdefault(ACCELERATOR_TYPE_PREFIX + accelerator_type, TYPE_REQUEST_UNITS)
+    if inventory is not None:
+        inventory.check(units, label)
+    return units, label
+
+
+def _check_name(name: object) -> None:
+    if (
+        not isinstance(name, str)
+        or not name
+        or any(ch.isspace() for ch in name)
+        or name == ACCELERATOR_TYPE_PREFIX
+    ):
+        raise InvalidRequest(
+            f"resource name {name!r} is not a name like 'GPU', 'neuron_cores' or "
+            "'accelerator_type:H100'"
+        )
+
+
+def _one_label(current: Optional[str], label: str) -> str:
+    if current is not None and current != label:
+        raise InvalidRequest(
+            f"a request may name one accelerator type, got {current!r} and {label!r}"
+        )
+    return label
+
+
+def _quantity(name: str, value: object, inventory: Optional[Inventory]) -> int:
+    """Units of ``value`` by the fixed-point rule and the rule of the families owning ``name``."""
+    units = to_units(value, what=f"{name} quantity")
+    if not units:
+        return 0
+    if inventory is not None:
+        families = inventory.families.get(name)
+        if families is None:
+            if name.startswith(ACCELERATOR_TYPE_PREFIX) and name not in inventory.capacity:
+                raise inventory.missing_type(name[len(ACCELERATOR_TYPE_PREFIX) :])
+            if name not in inventory.capacity:
+                raise Unsatisfiable(
+                    f"this node has no resource {name!r}; it has {sorted(inventory.resources)}"
+                )
+            return units
+        owners: Sequence[AcceleratorManager] = [f.manager for f in families]
+    else:
+        owners = [m for m in registry.managers() if m.resource_name == name]
+    first_error: Optional[InvalidRequest] = None
+    for manager in owners:
+        try:
+            return manager.validate_quantity(value)
+        except InvalidRequest as error:
+            first_error = first_error or error
+    if first_error is not None:
+        raise first_error
+    return units
+
+
+class FamilyDevices:
+    """One family's allocatable devices of one resource, in index order, keyed for placement.
+
+    ``keys`` are the family placement rule's keys (:meth:`Placement.keys`); masks over them say
+    which devices may serve a request: all, one type label's, or those a partition rule allows.
+    """
+
+    __slots__ = ("all_keys", "devices", "keys", "label_keys", "manager", "whole_keys")
+
+    def __init__(self, manager: AcceleratorManager, devices: Sequence[Device]) -> None:
+        self.manager = manager
+        self.devices = tuple(devices)
+        self.keys = tuple(manager.placement.keys(self.devices))
+        if len(set(self.keys)) != len(self.keys):
+            raise ConfigurationError(
+                f"{manager.name} device ids {[d.id for d in self.devices]} give duplicate "
+                f"placement keys {list(self.keys)}"
+            )
+        self.all_keys = 0
+        self.whole_keys = 0
+        """Keys of unpartitioned devices: the only ones a fraction, or a request for more
+        devices than the family's ``partitions_per_grant``, may use."""
+        self.label_keys: dict[str, int] = {}
+        for device, key in zip(self.devices, self.keys):
+            bit = 1 << key
+            self.all_keys |= bit
+            if device.parent is None or manager.partitions_per_grant is None:
+                self.whole_keys |= bit
+            if device.type_label:
+                self.label_keys[device.type_label] = self.label_keys.get(device.type_label, 0) | bit
+
+    def allowed(self, units: int, label: Optional[str]) -> int:
+        """The keys that may serve ``units`` of this resource with type ``label``."""
+        keys = self.all_keys if label is None else self.label_keys.get(label, 0)
+        limit = self.manager.partitions_per_grant
+        if units % UNIT or (limit is not None and units // UNIT > limit):
+            keys &= self.whole_keys
+        return keys
+
+    def serves(self, units: int, label: Optional[str]) -> bool:
+        """Whether an idle node could serve ``units`` here: the family's rule and placement."""
+        try:
+            self.manager.validate_quantity(from_units(units))
+        except InvalidRequest:
+            return False
+        keys = self.allowed(units, label)
+        if units % UNIT:
+            return keys != 0
+        return self.manager.placement.choose(keys, units // UNIT) is not None
+
+    def describe(self) -> str:
+        """``"2 nvidia devices (0, 1)"`` for error messages."""
+        ids = ", ".join(d.id for d in self.devices)
+        return f"{len(self.devices)} {self.manager.name} device(s) ({ids})"
+
+
+class Inventory:
+    """What a node could ever offer: device resources by family, and plain capacities.
+
+    Built once per node by the allocator (and per call by :func:`validate_request`). A device
+    that is another device's ``parent`` is not allocatable: its partitions are.
+    """
+
+    __slots__ = ("capacity", "families", "labels", "resources")
+
+    def __init__(self, node: Node) -> None:
+        grouped: dict[str, dict[str, list[Device]]] = {}
+        for device in _allocatable(node.devices):
+            grouped.setdefault(device.resource_name, {}).setdefault(device.family, []).append(
+                device
+            )
+        self.families: dict[str, list[FamilyDevices]] = {
+            resource: [
+                FamilyDevices(_manager(family), _in_index_order(devices))
+                for family, devices in by_family.items()
+            ]
+            for resource, by_family in grouped.items()
+        }
+        self.capacity: dict[str, int] = {}
+        for name, value in node.resources.items():
+            counted = self.families.get(name)
+            if counted is None:
+                self.capacity[name] = _capacity_units(name, value)
+                continue
+            devices = sum(len(f.devices) for f in counted)
+            if value != devices:
+                raise ConfigurationError(
+                    f"node resource {name}={value} disagrees with its {devices} allocatable "
+                    f"device(s): {', '.join(f.describe() for f in counted)}"
+                )
+        self.resources = [*node.resources, *(r for r in self.families if r not in node.resources)]
+        self.labels = sorted(
+            name[len(ACCELERATOR_TYPE_PREFIX) :]
+            for name in self.capacity
+            if name.startswith(ACCELERATOR_TYPE_PREFIX)
+        )
+
+    def constraint(self, name: str, label: Optional[str]) -> Optional[str]:
+        """The type label that restricts device resource ``name``: ``label`` when some device of
+        ``name`` carries it (``{"GPU": 1, "TPU": 4}`` of type ``H100`` restricts only GPUs)."""
+        if label is None or not any(label in f.label_keys for f in self.families[name]):
+            return None
+        return label
+
+    def candidates(self, name: str, units: int, label: Optional[str]) -> list[FamilyDevices]:
+        """The families that could serve ``units`` of device resource ``name`` on an idle node,
+        ``label`` being its :meth:`constraint`."""
+        return [f for f in self.families[name] if f.serves(units, label)]
+
+    def check(self, units: Mapping[str, int], label: Optional[str]) -> None:
+        """Raise :class:`Unsatisfiable` unless an idle node could serve the whole request."""
+        if label is not None and ACCELERATOR_TYPE_PREFIX + label not in self.capacity:
+            raise self.missing_type(label)
+        wanted = [name for name in units if name in self.families]
+        if label is not None and wanted and not any(self.constraint(n, label) for n in wanted):
+            raise Unsatisfiable(self._why_not(wanted[0], units[wanted[0]], label))
+        for name, amount in units.items():
+            if name in self.families:
+                constraint = self.constraint(name, label)
+                if not self.candidates(name, amount, constraint):
+                    raise Unsatisfiable(self._why_not(name, amount, constraint))
+            elif amount > self.capacity[name]:
+                raise Unsatisfiable(
+                    f"{name} {from_units(amount):g} is more than this node's "
+                    f"{from_units(self.capacity[name]):g}"
+                )
+
+    def missing_type(self, label: str) -> Unsatisfiable:
+        """The error for a type this node does not have."""
+        return Unsatisfiable(
+            f"this node has no {label!r} accelerators; its types are {self.labels or 'none'}"
+        )
+
+    def _why_not(self, name: str, units: int, label: Optional[str]) -> str:
+        """Why no family of ``name`` could ever serve ``units``: the closest reason, with facts."""
+        families = self.families[name]
+        asked = f"{name} {from_units(units):g}" + (f" of type {label!r}" if label else "")
+        if label is not None and not any(label in f.label_keys for f in families):
+            types = sorted({t for f in families for t in f.label_keys})
+            return f"{asked}: no {name} device on this node has that type (types: {types})"
+        reasons = []
+        for family in families:
+            allowed = family.allowed(units, label)
+            usable = [d.id for d, k in zip(family.devices, family.keys) if allowed >> k & 1]
+            limit = family.manager.partitions_per_grant
+            partitions = any(d.parent is not None for d in family.devices) and limit is not None
+            rule = (
+                f" (partitions are granted whole, at most {limit} per grant)" if partitions else ""
+            )
+            if units % UNIT:
+                reasons.append(f"no {family.manager.name} device may be shared{rule}")
+            elif len(usable) < units // UNIT:
+                reasons.append(
+                    f"it needs {units // UNIT} devices and {family.manager.name} has "
+                    f"{len(usable)} that may serve it ({', '.join(usable) or 'none'}){rule}"
+                )
+            else:
+                reasons.append(
+                    f"{family.manager.name} grants {family.manager.placement.describe()}, which "
+                    f"its devices {', '.join(usable)} never form"
+                )
+        return f"{asked} can never fit on this node: " + "; ".join(reasons)
+
+
+def _allocatable(devices: Sequence[Device]) -> list[Device]:
+    """Devices with family and resource filled in, parents of partitions left out."""
+    parents = {(d.family, d.parent) for d in devices if d.parent is not None}
+    usable: list[Device] = []
+    for device in devices:
+        if not device.family:
+            raise ConfigurationError(
+                f"device {device.id!r} has no family; build nodes with accelkit.detect_node() "
+                "or give each Device its family"
+            )
+        if (device.family, device.id) in parents:
+            continue
+        if not device.resource_name:
+            device = device.replace(resource_name=_manager(device.family).resource_name)
+        usable.append(device)
+    return usable
+
+
+def _in_index_order(devices: list[Device]) -> list[Device]:
+    """By index, devices without one keeping their place after those with one."""
+    order = sorted(
+        range(len(devices)),
+        key=lambda i: (devices[i].index is None, devices[i].index or 0, i),
+    )
+    return [devices[i] for i in order]
+
+
+def _manager(family: str) -> AcceleratorManager:
+    try:
+        return registry.get_manager(family)
+    except KeyError as error:
+        raise ConfigurationError(
+            f"the node has {family} devices but no {family} plugin is loaded: {error.args[0]}"
+        ) from None
+
+
+def _capacity_units(name: str, value: float) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigurationError(f"node resource {name}={value!r} is not a finite number")
+    if value < 0:
+        raise ConfigurationError(f"node resource {name}={value!r} is negative")
+    return round(value * UNIT)

@@ -1,0 +1,245 @@
+"""Detection: right counts from the backdoor, nothing from nothing, and only through the Host."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from types import ModuleType
+from typing import Any, Optional
+
+from ..device import Device
+from ..host import CommandResult, FakeHost, Host, ProbeFunction
+from .catalog import check
+from .subject import THROUGH_HOST, Skipped, Subject
+from .watch import WatchedHost
+
+GARBAGE = "garbage output\n{[ not json, not csv ]\n\x1b[31mERROR\x1b[0m\n"
+"""What a broken vendor command prints: no digits, no structure."""
+
+
+class _BrokenStackHost(FakeHost):
+    """A host whose every command prints garbage and whose every library is broken."""
+
+    def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
+        self.runs.append(tuple(argv))
+        return CommandResult(0, GARBAGE, "")
+
+    def import_module(self, name: str) -> ModuleType:
+        raise RuntimeError(f"{name}: driver/library version mismatch")
+
+
+class _HangingStackHost(FakeHost):
+    """A host whose every command and probe times out and whose libraries are not installed."""
+
+    def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
+        self.runs.append(tuple(argv))
+        raise TimeoutError(f"{argv[0]} did not finish within {timeout or 10:g}s")
+
+    def probe(self, function: ProbeFunction, *args: Any, timeout: Optional[float] = None) -> Any:
+        raise TimeoutError(f"probe {function.__qualname__} did not finish")
+
+
+def _fingerprint(devices: Sequence[Device]) -> list[dict[str, Any]]:
+    return [d.to_dict() for d in devices]
+
+
+@check("detection")
+def empty_host(subject: Subject) -> None:
+    """A host with no files, variables, commands or libraries gives zero devices, no exception."""
+    for host, what in ((FakeHost(), "an empty FakeHost"), (_empty_root(subject), "an empty root")):
+        devices = subject.detect(host, what)
+        assert devices == [], f"{subject.label}.detect() found {devices!r} on {what}; expected []"
+
+
+def _empty_root(subject: Subject) -> FakeHost:
+    root = subject.workspace / "empty-root"
+    root.mkdir(exist_ok=True)
+    return FakeHost(root=root)
+
+
+@check("detection")
+def broken_stack(subject: Subject) -> None:
+    """Commands that hang or print garbage and broken libraries give zero devices, no exception."""
+    for host, what in (
+        (_HangingStackHost(), "a host where every command and probe times out"),
+        (_BrokenStackHost(), "a host where every command prints garbage and imports fail"),
+    ):
+        devices = subject.detect(host, what)
+        assert devices == [], f"{subject.label}.detect() found {devices!r} on {what}; expected []"
+
+
+@check("detection")
+def requested_counts(subject: Subject) -> None:
+    """make_host(count) gives exactly that many devices, for every count tried."""
+    for count in subject.host_counts():
+        devices = subject.devices(count)
+        assert len(devices) == count, (
+            f"{subject.label}.detect() found {len(devices)} device(s) on make_host({count}); "
+            f"expected {count}: ids {[d.id for d in devices]}"
+        )
+
+
+@check("detection")
+def devices_well_formed(subject: Subject) -> None:
+    """Ids and indices are unique, family fields match, and a partition's parent is not listed."""
+    counts = [n for n in subject.host_counts() if n > 0]
+    if not counts:
+        raise Skipped("no device count above 0 to build a host for")
+    devices = subject.devices(max(counts))
+    label = subject.label
+    ids = [d.id for d in devices]
+    assert len(set(ids)) == len(ids), f"{label}: device ids repeat: {ids}"
+    indices = [d.index for d in devices if d.index is not None]
+    assert len(set(indices)) == len(indices), f"{label}: device indices repeat: {indices}"
+    manager = subject.manager
+    for device in devices:
+        assert device.family in ("", manager.name), (
+            f"{label}: device {device.id!r} has family {device.family!r}; leave it empty "
+            f"(the core fills it) or set {manager.name!r}"
+        )
+        assert device.resource_name in ("", manager.resource_name), (
+            f"{label}: device {device.id!r} has resource_name {device.resource_name!r}; leave "
+            f"it empty or set {manager.resource_name!r}"
+        )
+        assert device.parent is None or device.parent not in ids, (
+            f"{label}: partition {device.id!r} and its parent {device.parent!r} are both "
+            "listed; a partition and its parent must never both be allocatable"
+        )
+
+
+@check("detection")
+def repeatable(subject: Subject) -> None:
+    """Detecting twice on one host gives the same devices."""
+    count = max(subject.host_counts(), default=0)
+    host = subject.host(count)
+    first = subject.detect(host, f"make_host({count})")
+    second = subject.detect(host, f"make_host({count}), a second time")
+    assert _fingerprint(first) == _fingerprint(second), (
+        f"{subject.label}.detect() is not repeatable on make_host({count}): first "
+        f"{[d.id for d in first]}, then {[d.id for d in second]}"
+    )
+
+
+@check("detection")
+def ignores_process_environment(subject: Subject) -> None:
+    """Detection reads variables through host.env only, and changes no environment."""
+    count = _at_least_two(subject)
+    host = subject.host(count)
+    before = dict(os.environ)
+    baseline = _fingerprint(subject.detect(host, f"make_host({count})"))
+    changed = _environment_changes(before, dict(os.environ))
+    assert not changed, f"{subject.label}.detect() changed os.environ: {changed}"
+    variables = [*subject.manager.all_env_vars_read(), "CUDA_VISIBLE_DEVICES"]
+    for decoy in ("", "0"):
+        with _decoys(dict.fromkeys(variables, decoy)):
+            seen = _fingerprint(subject.detect(host, f"make_host({count}) with decoy variables"))
+        assert seen == baseline, (
+            f"{subject.label}.detect() on make_host({count}) gave a different result when "
+            f"os.environ had {sorted(set(variables))} set to {decoy!r}: it reads the process "
+            "environment; read variables through host.env instead"
+        )
+
+
+def _at_least_two(subject: Subject) -> int:
+    counts = subject.host_counts()
+    return next((n for n in counts if n >= 2), max(counts, default=0))
+
+
+def _environment_changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    return sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+
+
+@contextlib.contextmanager
+def _decoys(values: Mapping[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _hosts_to_watch(subject: Subject) -> Iterator[tuple[Host, str]]:
+    yield FakeHost(), "an empty FakeHost"
+    if subject.make_host is not None:
+        count = max(subject.host_counts(), default=0)
+        yield subject.host(count), f"make_host({count})"
+    if subject.replay is not None:
+        yield subject.replay, "the node snapshot given with --host"
+
+
+def _audit(subject: Subject, kinds: Sequence[str], advice: str) -> None:
+    for host, what in _hosts_to_watch(subject):
+        _, audit = subject.audited_detect(host, what)
+        found = audit.of_kind(*kinds)
+        assert not found, (
+            f"{subject.label}.detect() on {what} did {audit.summary(*kinds)}: {advice}"
+        )
+
+
+@check("detection")
+def reads_declared_variables(subject: Subject) -> None:
+    """Detection reads only the variables env_vars_read declares (snapshots record only those)."""
+    declared = set(subject.manager.all_env_vars_read())
+    for host, what in _hosts_to_watch(subject):
+        watched = WatchedHost(host)
+        subject.detect(watched, what)
+        undeclared = sorted(watched.watched_env.names - declared)
+        assert not undeclared, (
+            f"{subject.label}.detect() on {what} read host.env{undeclared}, which env_vars_read "
+            f"{sorted(declared)} does not declare; a snapshot would not record them, so a "
+            "replayed node would differ from the real one"
+        )
+
+
+@check("detection")
+def probes_are_portable(subject: Subject) -> None:
+    """Functions given to host.probe are module-level and take JSON arguments (a real host runs
+    them in a fresh process, where a fake host calls them in place)."""
+    for host, what in _hosts_to_watch(subject):
+        watched = WatchedHost(host)
+        subject.detect(watched, what)
+        for function, args in watched.probes:
+            name = (
+                f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', '?')}"
+            )
+            assert _importable(function), (
+                f"{subject.label}.detect() on {what} probed {name}, which a fresh process cannot "
+                "import; probe functions must be defined at module level"
+            )
+            try:
+                json.dumps(list(args))
+            except (TypeError, ValueError) as exc:
+                raise AssertionError(
+                    f"{subject.label}.detect() on {what} probed {name} with arguments {args!r}, "
+                    f"which are not JSON ({exc}); pass plain data"
+                ) from exc
+
+
+def _importable(function: Any) -> bool:
+    try:
+        target: Any = importlib.import_module(function.__module__)
+        for part in function.__qualname__.split("."):
+            target = getattr(target, part)
+    except (AttributeError, ImportError):
+        return False
+    return target is function
+
+
+@check("detection")
+def reads_only_through_host(subject: Subject) -> None:
+    """Files, commands and libraries are reached only through the Host (an audit hook watches)."""
+    _audit(subject, ("file", "process", "library", "environment"), THROUGH_HOST)
+
+
+@check("detection")
+def no_network(subject: Subject) -> None:
+    """Detection opens no socket and looks up no name (an audit hook watches)."""
+    _audit(subject, ("network",), "detection must never use the network")

@@ -1,0 +1,78 @@
+"""Fake hosts and fake vendor libraries, for plugin tests and the conformance kit.
+
+``host_builder(family)`` finds the backdoor ``make_host(count, root)`` for a family: a plugin's
+own, declared in the entry-point group ``accelkit.testing`` (``acme = "pkg.fakes:make_host"``),
+else the built-in one in ``accelkit.testing.fakes.<vendor>``. Nothing is imported until asked.
+
+``fake_pynvml(gpus)`` and ``fake_amdsmi(...)`` build stand-ins for the NVIDIA and AMD libraries,
+to hand to ``FakeHost(modules={"pynvml": ...})``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib import metadata
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from ...host import Host
+    from .amd import fake_amdsmi as fake_amdsmi
+    from .nvidia import fake_pynvml as fake_pynvml
+
+__all__ = ["BUILTIN_HOSTS", "ENTRY_POINT_GROUP", "fake_amdsmi", "fake_pynvml", "host_builder"]
+
+ENTRY_POINT_GROUP = "accelkit.testing"
+"""Entry-point group where a plugin declares ``<family> = "module:make_host"``."""
+
+BUILTIN_HOSTS = {
+    family: f"accelkit.testing.fakes.{family}:make_host"
+    for family in ("nvidia", "amd", "intel", "neuron", "tpu", "gaudi", "ascend")
+}
+"""The built-in families' host builders."""
+
+_LIBRARIES = {"fake_pynvml": "nvidia", "fake_amdsmi": "amd"}
+
+
+def _load(reference: str) -> Any:
+    module, _, attribute = reference.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def host_builder(family: str) -> Callable[[int, Any], Host]:
+    """The ``make_host(count, root)`` of ``family``; ``LookupError`` says why there is none."""
+    declared = [
+        entry
+        for dist in metadata.distributions()
+        for entry in dist.entry_points
+        if entry.group == ENTRY_POINT_GROUP and entry.name == family
+    ]
+    if declared:
+        try:
+            builder: Callable[[int, Any], Host] = declared[0].load()
+        except Exception as exc:
+            raise LookupError(
+                f"entry point {ENTRY_POINT_GROUP}:{family} = {declared[0].value!r} does not "
+                f"load: {type(exc).__name__}: {exc}"
+            ) from exc
+        return builder
+    if family in BUILTIN_HOSTS:
+        try:
+            builtin: Callable[[int, Any], Host] = _load(BUILTIN_HOSTS[family])
+        except (ImportError, AttributeError) as exc:
+            raise LookupError(
+                f"the built-in host builder {BUILTIN_HOSTS[family]} is missing: {exc}"
+            ) from exc
+        return builtin
+    raise LookupError(
+        f"no host builder for family {family!r}: declare one in the {ENTRY_POINT_GROUP!r} "
+        f'entry-point group ({family} = "yourpackage.fakes:make_host") so `accelkit check` can '
+        "build hosts with N devices"
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LIBRARIES:
+        value = getattr(importlib.import_module(f".{_LIBRARIES[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,231 @@
+"""Fake NVIDIA hosts and a fake ``pynvml``, modelled on an 8-GPU H100 SXM node.
+
+:func:`fake_pynvml` builds a module that answers the NVML calls accelkit makes (and that the
+conformance kit re-exports for plugin authors who read NVML too). It keeps the rules of the
+real library that detection code most often gets wrong: every call before ``nvmlInit`` fails,
+``nvmlShutdown`` is counted, a GPU without MIG answers ``NVMLError_NotSupported`` to
+``nvmlDeviceGetMigMode``, and empty MIG slots answer ``NVMLError_NotFound``.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType, SimpleNamespace
+from typing import Any, Optional
+
+from accelkit.host import FakeHost
+
+from ._library import LibrarySession
+
+__all__ = [
+    "BUS_IDS",
+    "MIB",
+    "NVIDIA_SMI_ARGV",
+    "FakeGpu",
+    "FakeMig",
+    "fake_gpus",
+    "fake_pynvml",
+    "make_host",
+    "nvidia_smi_output",
+    "write_proc",
+    "write_sysfs",
+]
+
+MIB = 1 << 20
+NVIDIA_SMI_ARGV = (
+    "nvidia-smi",
+    "--query-gpu=index,uuid,name,memory.total,pci.bus_id,mig.mode.current",
+    "--format=csv,noheader,nounits",
+)
+"""The query the NVIDIA plugin runs."""
+
+BUS_IDS = (
+    "0000:18:00.0",
+    "0000:2a:00.0",
+    "0000:3a:00.0",
+    "0000:5d:00.0",
+    "0000:9a:00.0",
+    "0000:ab:00.0",
+    "0000:ba:00.0",
+    "0000:db:00.0",
+)
+"""PCI addresses of the eight GPUs of the modelled board, in bus (NVML) order."""
+
+
+@dataclass(frozen=True)
+class FakeMig:
+    """One MIG instance as NVML shows it."""
+
+    uuid: str
+    name: str = "NVIDIA A100-SXM4-40GB MIG 1g.5gb"
+    memory_bytes: int = 4864 * MIB
+
+
+@dataclass(frozen=True)
+class FakeGpu:
+    """One GPU. ``migs`` None: MIG not supported; a sequence: MIG enabled with these instances
+    (in slots 0, 1, ... of ``mig_slots``); ``mig_mode`` 0 with ``migs`` set: MIG-capable but off."""
+
+    uuid: str
+    bus_id: str
+    name: str = "NVIDIA H100 80GB HBM3"
+    memory_bytes: int = 81559 * MIB
+    numa_node: int = 0
+    minor: int = 0
+    migs: Optional[Sequence[FakeMig]] = None
+    mig_mode: int = 1
+    mig_slots: int = 7
+
+
+def fake_gpus(count: int, name: str = "NVIDIA H100 80GB HBM3") -> list[FakeGpu]:
+    """``count`` GPUs (up to 8) of one model in bus order; the upper half on NUMA node 1."""
+    if not 0 <= count <= len(BUS_IDS):
+        raise ValueError(f"the modelled board has 0 to {len(BUS_IDS)} GPUs, not {count}")
+    return [
+        FakeGpu(
+            uuid=f"GPU-00000000-0000-0000-0000-{index:012x}",
+            bus_id=BUS_IDS[index],
+            name=name,
+            numa_node=index * 2 // len(BUS_IDS),
+            minor=(index + 4) % len(BUS_IDS),  # Device Minor is not the NVML index
+        )
+        for index in range(count)
+    ]
+
+
+def fake_pynvml(gpus: Sequence[FakeGpu], *, text_as_bytes: bool = False) -> ModuleType:
+    """A module standing in for ``pynvml`` (nvidia-ml-py) over ``gpus``, in NVML index order.
+
+    ``text_as_bytes`` makes names, UUIDs and bus ids ``bytes``, as older releases return them.
+    The module counts ``calls["nvmlInit"]`` and ``calls["nvmlShutdown"]``; tests may replace any
+    of its functions to make a call fail.
+    """
+    module = ModuleType("pynvml")
+
+    class NVMLError(Exception):
+        pass
+
+    class NVMLError_Uninitialized(NVMLError):
+        pass
+
+    class NVMLError_NotSupported(NVMLError):
+        pass
+
+    class NVMLError_NotFound(NVMLError):
+        pass
+
+    session = LibrarySession(
+        "nvmlInit", "nvmlShutdown", lambda: NVMLError_Uninitialized("Uninitialized")
+    )
+    ready = session.require
+
+    def text(value: str) -> Any:
+        return value.encode() if text_as_bytes else value
+
+    def count() -> int:
+        ready()
+        return len(gpus)
+
+    def handle(index: int) -> tuple[FakeGpu, Optional[FakeMig]]:
+        ready()
+        return gpus[index], None
+
+    def part(h: tuple[FakeGpu, Optional[FakeMig]]) -> Any:
+        ready()
+        return h[1] or h[0]
+
+    def mig_mode(h: tuple[FakeGpu, Optional[FakeMig]]) -> list[int]:
+        ready()
+        if h[0].migs is None:
+            raise NVMLError_NotSupported("Not Supported")
+        return [h[0].mig_mode, h[0].mig_mode]
+
+    def max_migs(h: tuple[FakeGpu, Optional[FakeMig]]) -> int:
+        ready()
+        return h[0].mig_slots if h[0].migs is not None else 0
+
+    def mig_handle(h: tuple[FakeGpu, Optional[FakeMig]], slot: int) -> Any:
+        ready()
+        migs = h[0].migs or ()
+        if slot >= len(migs):
+            raise NVMLError_NotFound("Not Found")
+        return h[0], migs[slot]
+
+    module.__dict__.update(
+        NVMLError=NVMLError,
+        NVMLError_Uninitialized=NVMLError_Uninitialized,
+        NVMLError_NotSupported=NVMLError_NotSupported,
+        NVMLError_NotFound=NVMLError_NotFound,
+        NVML_DEVICE_MIG_DISABLE=0,
+        NVML_DEVICE_MIG_ENABLE=1,
+        calls=session.calls,
+        nvmlInit=session.init,
+        nvmlShutdown=session.shutdown,
+        nvmlDeviceGetCount=count,
+        nvmlDeviceGetHandleByIndex=handle,
+        nvmlDeviceGetName=lambda h: text(part(h).name),
+        nvmlDeviceGetUUID=lambda h: text(part(h).uuid),
+        nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(
+            total=part(h).memory_bytes, free=part(h).memory_bytes, used=0
+        ),
+        nvmlDeviceGetPciInfo=lambda h: SimpleNamespace(busId=text("0000" + h[0].bus_id.upper())),
+        nvmlDeviceGetMigMode=mig_mode,
+        nvmlDeviceGetMaxMigDeviceCount=max_migs,
+        nvmlDeviceGetMigDeviceHandleByIndex=mig_handle,
+    )
+    return module
+
+
+def nvidia_smi_output(gpus: Sequence[FakeGpu]) -> str:
+    """What :data:`NVIDIA_SMI_ARGV` prints for ``gpus`` (MIG mode "[N/A]" without MIG)."""
+    modes = {None: "[N/A]", 0: "Disabled", 1: "Enabled"}
+    return "".join(
+        f"{index}, {gpu.uuid}, {gpu.name}, {gpu.memory_bytes // MIB}, 0000{gpu.bus_id.upper()}, "
+        f"{modes[None if gpu.migs is None else gpu.mig_mode]}\n"
+        for index, gpu in enumerate(gpus)
+    )
+
+
+def write_proc(root: pathlib.Path, gpus: Sequence[FakeGpu]) -> None:
+    """``/proc/driver/nvidia/gpus/<bus id>/information`` as the driver writes it, and the MIG
+    capability directories of GPUs with MIG instances."""
+    for gpu in gpus:
+        directory = root / "proc/driver/nvidia/gpus" / gpu.bus_id
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "information").write_text(
+            f"Model: \t\t {gpu.name}\nIRQ:   \t\t 0\nGPU UUID: \t {gpu.uuid}\n"
+            f"Video BIOS: \t 96.00.99.00.01\nBus Type: \t PCIe\nDMA Size: \t 52 bits\n"
+            f"DMA Mask: \t 0xfffffffffffff\nBus Location: \t {gpu.bus_id}\n"
+            f"Device Minor: \t {gpu.minor}\nGPU Excluded:\t No\n"
+        )
+        if gpu.migs and gpu.mig_mode:
+            for gi in range(1, len(gpu.migs) + 1):
+                (root / f"proc/driver/nvidia/capabilities/gpu{gpu.minor}/mig/gi{gi}").mkdir(
+                    parents=True, exist_ok=True
+                )
+
+
+def write_sysfs(root: pathlib.Path, gpus: Sequence[FakeGpu]) -> None:
+    """The PCI functions of ``gpus`` under ``/sys/bus/pci/devices`` (vendor, device, NUMA)."""
+    for gpu in gpus:
+        directory = root / "sys/bus/pci/devices" / gpu.bus_id
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "vendor").write_text("0x10de\n")
+        (directory / "device").write_text("0x2330\n")
+        (directory / "class").write_text("0x030200\n")
+        (directory / "numa_node").write_text(f"{gpu.numa_node}\n")
+
+
+def make_host(count: int, root: pathlib.Path) -> FakeHost:
+    """A host with ``count`` H100 GPUs, told the same way by NVML, nvidia-smi and /proc."""
+    gpus = fake_gpus(count)
+    write_proc(root, gpus)
+    write_sysfs(root, gpus)
+    return FakeHost(
+        root=os.fspath(root),
+        commands={NVIDIA_SMI_ARGV: (0, nvidia_smi_output(gpus))},
+        modules={"pynvml": fake_pynvml(gpus)},
+    )

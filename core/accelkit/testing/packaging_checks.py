@@ -1,0 +1,132 @@
+"""Packaging: the plugin is installed where schedulers look for it, loads, and says who it is.
+
+Schedulers find plugins only through the ``accelkit`` entry-point group of installed
+distributions, so these checks read the same metadata (``importlib.metadata``) the loader does.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+import pluggy
+
+from .. import hookspecs
+from ..manager import AcceleratorManager
+from .catalog import check
+from .subject import Subject
+
+GROUP = "accelkit"
+"""The entry-point group every accelkit plugin is declared in."""
+
+ACCELKIT_REQUIREMENT = re.compile(r"^accelkit\b(?![-_.\w])", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class PluginEntry:
+    """An ``accelkit`` entry point and the distribution that declares it."""
+
+    name: str
+    value: str
+    distribution: str
+    version: str
+    requires: tuple[str, ...]
+    entry_point: Any
+
+    @property
+    def module(self) -> str:
+        return self.value.partition(":")[0].strip()
+
+
+def plugin_entries() -> list[PluginEntry]:
+    """Every entry point of the ``accelkit`` group, once per distribution, sorted by name."""
+    found: dict[tuple[str, str], PluginEntry] = {}
+    for dist in metadata.distributions():
+        dist_name = dist.metadata["Name"] or "?"
+        for entry in dist.entry_points:
+            if entry.group != GROUP:
+                continue
+            found.setdefault(
+                (dist_name.lower(), entry.name),
+                PluginEntry(
+                    entry.name,
+                    entry.value,
+                    dist_name,
+                    dist.version or "",
+                    tuple(dist.requires or ()),
+                    entry,
+                ),
+            )
+    return sorted(found.values(), key=lambda e: (e.name, e.distribution))
+
+
+def entries_for(manager: AcceleratorManager) -> list[PluginEntry]:
+    """Entry points of the plugin that provides ``manager``.
+
+    First those whose module is the manager's module or a package containing it; failing that,
+    any whose plugin registers a manager of the same class (a plugin object kept elsewhere).
+    """
+    module = type(manager).__module__
+    entries = plugin_entries()
+    near = [e for e in entries if module == e.module or module.startswith(e.module + ".")]
+    return near or [e for e in entries if _registers(e, type(manager))]
+
+
+def _registers(entry: PluginEntry, cls: type[AcceleratorManager]) -> bool:
+    try:
+        register = getattr(entry.entry_point.load(), "accelkit_register_managers", None)
+        return register is not None and any(type(m) is cls for m in register())
+    except Exception:  # another plugin's breakage is its own check's business
+        return False
+
+
+def _entry(subject: Subject) -> PluginEntry:
+    module = type(subject.manager).__module__
+    entries = entries_for(subject.manager)
+    assert entries, (
+        f"no installed distribution declares {module} in the {GROUP!r} entry-point group, so "
+        f"schedulers will never find {subject.label}; add to pyproject.toml:\n"
+        f'    [project.entry-points.{GROUP}]\n    {subject.family} = "{module}"\n'
+        "and install the package (pip install -e .)"
+    )
+    return entries[0]
+
+
+@check("packaging")
+def entry_point(subject: Subject) -> None:
+    """An 'accelkit' entry point names the plugin; it loads and registers this manager."""
+    entry = _entry(subject)
+    where = f"entry point {entry.name} = {entry.value!r} of {entry.distribution}"
+    try:
+        plugin = entry.entry_point.load()
+    except Exception as exc:
+        raise AssertionError(f"{where} does not load: {type(exc).__name__}: {exc}") from exc
+    manager = pluggy.PluginManager(hookspecs.PROJECT)
+    manager.add_hookspecs(hookspecs)
+    try:
+        manager.register(plugin, name=entry.name)
+        manager.check_pending()
+    except pluggy.PluginValidationError as exc:
+        raise AssertionError(f"{where} does not match accelkit's hooks: {exc}") from exc
+    results = manager.hook.accelkit_register_managers()
+    registered = [m for result in results for m in result]
+    cls = type(subject.manager)
+    assert any(type(m) is cls for m in registered), (
+        f"{where} registers {registered!r}, not a {cls.__name__}; return an instance from an "
+        "@accelkit.hookimpl function named accelkit_register_managers"
+    )
+
+
+@check("packaging")
+def distribution(subject: Subject) -> None:
+    """The plugin's distribution has a name and a version, and depends on accelkit."""
+    entry = _entry(subject)
+    assert entry.version, f"distribution {entry.distribution} has no version"
+    if entry.distribution.lower() == "accelkit":
+        return
+    assert any(ACCELKIT_REQUIREMENT.match(r) for r in entry.requires), (
+        f"distribution {entry.distribution} {entry.version} does not depend on accelkit "
+        f"(requires {list(entry.requires)}); add 'accelkit' to [project] dependencies"
+    )

@@ -1,0 +1,157 @@
+"""``Subject``: one manager under test, and the means to build hosts for it.
+
+Every conformance check is a plain function of a :class:`Subject`. The pytest suite and
+``accelkit check`` both build one and hand it to the same functions, so the two can never
+disagree about what conformance means.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from ..device import Device
+from ..diagnostics import collecting
+from ..host import Host
+from ..manager import AcceleratorManager
+from .audit import Audit, watching
+
+__all__ = ["DEFAULT_COUNTS", "THROUGH_HOST", "HostFactory", "Skipped", "Subject"]
+
+HostFactory = Callable[[int, Path], Host]
+"""The backdoor: ``make_host(count, root)`` builds a host on which the manager detects exactly
+``count`` devices, writing any files under ``root`` (an existing empty directory)."""
+
+THROUGH_HOST = (
+    "a manager looks at the machine only through host.read_text/listdir/glob, host.env, "
+    "host.run, host.import_module and host.probe, and changes nothing"
+)
+
+DEFAULT_COUNTS = (0, 1, 2, 4)
+"""Device counts asked of the backdoor when the family declares no ``allowed_quantities``."""
+
+
+class Skipped(Exception):
+    """A check that cannot run for this subject; the message says what would let it run."""
+
+
+@dataclass
+class Subject:
+    """A manager under test, the backdoor that builds hosts for it, and a scratch directory.
+
+    ``make_host`` is None when nobody provided one; ``no_host_reason`` then says why, and the
+    checks that need hosts are skipped with it. ``counts`` overrides the counts asked of the
+    backdoor. ``replay`` is an extra host (a node snapshot) to detect on under the audit.
+    """
+
+    manager: AcceleratorManager
+    workspace: Path
+    make_host: Optional[HostFactory] = None
+    no_host_reason: str = "no host builder (make_host) was given"
+    counts: Optional[Sequence[int]] = None
+    replay: Optional[Host] = None
+    _hosts_made: int = field(default=0, init=False, repr=False)
+    _sample: Optional[list[Device]] = field(default=None, init=False, repr=False)
+
+    @property
+    def family(self) -> str:
+        """The family name, or a placeholder when the manager has none (a contract failure)."""
+        name = getattr(self.manager, "name", None)
+        return name if isinstance(name, str) else "<no name>"
+
+    @property
+    def label(self) -> str:
+        """How messages name the manager: ``AcmeManager (acme)``."""
+        return f"{type(self.manager).__name__} ({self.family})"
+
+    def host_counts(self) -> list[int]:
+        """The counts to build hosts for: given ones, else 0 and every allowed quantity."""
+        if self.counts is not None:
+            return sorted(set(self.counts))
+        allowed = self.manager.allowed_quantities
+        return sorted({0, *allowed}) if allowed else list(DEFAULT_COUNTS)
+
+    def host(self, count: int) -> Host:
+        """A fresh host with ``count`` devices from the backdoor; :class:`Skipped` without one."""
+        if self.make_host is None:
+            raise Skipped(self.no_host_reason)
+        self._hosts_made += 1
+        root = self.workspace / f"host-{self._hosts_made}-{count}"
+        root.mkdir(parents=True)
+        host = self.make_host(count, root)
+        if not isinstance(host, Host):
+            raise AssertionError(
+                f"make_host({count}, root) returned {host!r}; it must return an accelkit Host "
+                "(usually accelkit.FakeHost(root=root, ...))"
+            )
+        return host
+
+    def detect(self, host: Host, what: str) -> list[Device]:
+        """``manager.detect(host)`` under the audit; an exception becomes a readable failure.
+
+        ``what`` names the host in messages ("an empty FakeHost"). Forbidden accesses are
+        blocked, and named only if detection then raises: the checks that report every one use
+        :meth:`audited_detect`.
+        """
+        devices, _ = self.audited_detect(host, what)
+        return devices
+
+    def audited_detect(self, host: Host, what: str) -> tuple[list[Device], Audit]:
+        """Detect on ``host`` and return the devices with the audit of what detection touched."""
+        with watching(host) as audit, collecting(self.family):
+            try:
+                devices = self.manager.detect(host)
+            except Exception as exc:
+                raised = f"{type(exc).__name__}: {exc} ({_where(exc)})"
+                if audit.events:
+                    raise AssertionError(
+                        f"{self.label}.detect() on {what} did {audit.summary()}, outside its "
+                        f"host (the audit blocked it), then raised {raised}; {THROUGH_HOST}"
+                    ) from exc
+                raise AssertionError(
+                    f"{self.label}.detect() raised on {what}: {raised}; detection must return "
+                    "[] and record why with accelkit.note() instead"
+                ) from exc
+        if not isinstance(devices, list) or not all(isinstance(d, Device) for d in devices):
+            raise AssertionError(
+                f"{self.label}.detect() on {what} returned {devices!r}; it must return a list "
+                "of accelkit.Device"
+            )
+        return devices, audit
+
+    def devices(self, count: int) -> list[Device]:
+        """The devices detected on a backdoor host built for ``count`` devices."""
+        return self.detect(self.host(count), f"make_host({count})")
+
+    def sample_devices(self) -> list[Device]:
+        """Devices to exercise visibility and placement with: the largest backdoor host's
+        (detected once), else (no backdoor, or detection is broken) devices "0".."3"."""
+        if self._sample is None:
+            largest = max(self.host_counts(), default=0)
+            found: list[Device] = []
+            if self.make_host is not None and largest > 0:
+                with contextlib.suppress(AssertionError):  # the detection checks report it
+                    found = self.devices(largest)
+            self._sample = found or [Device(id=str(n), index=n) for n in range(4)]
+        return list(self._sample)
+
+    def sample_ids(self) -> list[str]:
+        """The ids of :meth:`sample_devices`."""
+        return [d.id for d in self.sample_devices()]
+
+
+def _where(exc: BaseException) -> str:
+    """``file:line in function`` of the innermost frame outside the kit, to point at the line."""
+    kit = os.path.dirname(os.path.abspath(__file__))
+    frames = traceback.extract_tb(exc.__traceback__)
+    outside = [f for f in frames if os.path.dirname(os.path.abspath(f.filename)) != kit]
+    if not (outside or frames):
+        return "no traceback"
+    last = (outside or frames)[-1]
+    shown = os.path.join(*os.path.normpath(last.filename).split(os.sep)[-2:])
+    return f"{shown}:{last.lineno} in {last.name}"

@@ -1,0 +1,29 @@
+"""Module-level functions for LocalHost.probe tests (a spawned process imports them by name)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+
+def answer(import_module: Callable[[str], Any], count: int) -> dict[str, Any]:
+    json = import_module("json")
+    return {"devices": [str(n) for n in range(count)], "dumped": json.dumps([1])}
+
+
+def fail(import_module: Callable[[str], Any]) -> None:
+    raise RuntimeError("driver said no")
+
+
+def need_missing_library(import_module: Callable[[str], Any]) -> None:
+    import_module("accelkit_no_such_vendor_library")
+
+
+def hang(import_module: Callable[[str], Any]) -> None:
+    time.sleep(30)
+
+
+def die(import_module: Callable[[str], Any]) -> None:
+    import os
+
+    os._exit(3)

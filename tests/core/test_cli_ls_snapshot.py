@@ -1,0 +1,154 @@
+"""`accelkit ls` and `accelkit snapshot`, run as the user runs them: in a subprocess."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from accelkit import registry
+from accelkit.host import FakeHost
+from accelkit.node import Node, detect_node
+from accelkit.snapshot import load_snapshot, record_snapshot
+
+
+def accelkit(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
+    return subprocess.run(
+        [sys.executable, "-m", "accelkit.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+@pytest.fixture(scope="module")
+def empty(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return record_snapshot(tmp_path_factory.mktemp("empty") / "snap", FakeHost())
+
+
+@pytest.fixture(scope="module")
+def vendor_snapshot(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """A snapshot of the first built-in vendor whose fake host and plugin are available."""
+    registry.reset()
+    loaded = {m.name for m in registry.managers()}
+    for vendor in ("nvidia", "amd", "tpu", "neuron", "ascend", "gaudi", "intel"):
+        module = f"accelkit.testing.fakes.{vendor}"
+        if vendor in loaded and importlib.util.find_spec(module) is not None:
+            root = tmp_path_factory.mktemp(vendor)
+            host = importlib.import_module(module).make_host(2, root)
+            directory = record_snapshot(tmp_path_factory.mktemp("snaps") / vendor, host)
+            if detect_node(load_snapshot(directory)).devices_of(vendor):
+                return vendor, directory
+    pytest.skip("no built-in vendor has a working fake host yet")
+
+
+def test_ls_says_clearly_when_there_is_no_accelerator(empty: Path) -> None:
+    result = accelkit("ls", "--host", str(empty))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("No accelerators found on this node.")
+    assert "-v shows them" in result.stdout
+    verbose = accelkit("ls", "--host", str(empty), "-v")
+    assert "Diagnostics:" in verbose.stdout and "info" in verbose.stdout
+
+
+def test_ls_lists_devices_resources_labels_and_json(vendor_snapshot: tuple[str, Path]) -> None:
+    vendor, directory = vendor_snapshot
+    result = accelkit("ls", "--host", str(directory))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == [
+        "FAMILY",
+        "RESOURCE",
+        "ID",
+        "TYPE",
+        "MODEL",
+        "MEMORY",
+        "BUS",
+        "ID",
+        "NUMA",
+        "SOURCE",
+    ]
+    assert [line.split()[0] for line in lines[1:3]] == [vendor, vendor]
+    assert "Resources:" in lines and "Labels:" in lines
+    assert f"  accelkit/{vendor}.count = 2" in lines
+    as_json = accelkit("ls", "--host", str(directory), "--json")
+    node = Node.from_dict(json.loads(as_json.stdout))
+    assert node.to_dict() == detect_node(load_snapshot(directory)).to_dict()
+    assert len(node.devices_of(vendor)) == 2
+
+
+def test_ls_override_adds_logical_gpus(empty: Path) -> None:
+    result = accelkit("ls", "--host", str(empty), "--override", "GPU=2", "--override", "x=0.5")
+    assert result.returncode == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines()[1:3]]
+    assert [(r[0], r[1], r[2], r[-1]) for r in rows] == [
+        ("nvidia", "GPU", "0", "override"),
+        ("nvidia", "GPU", "1", "override"),
+    ]
+    assert "  GPU = 2" in result.stdout and "  x = 0.5" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--override", "GPU=two"], "is not RES=N"),
+        (["--override", "GPU=1.5"], "whole number"),
+        (["--override", "GPU=-1"], "must not be negative"),
+    ],
+)
+def test_ls_errors_are_sentences_not_tracebacks(empty: Path, args: list[str], message: str) -> None:
+    result = accelkit("ls", "--host", str(empty), *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_ls_of_a_directory_that_is_no_snapshot(tmp_path: Path) -> None:
+    result = accelkit("ls", "--host", str(tmp_path))
+    assert result.returncode == 2
+    assert "is not a snapshot" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_ls_reports_a_malformed_override_variable_of_the_snapshot(
+    empty: Path, tmp_path: Path
+) -> None:
+    data = json.loads((empty / "snapshot.json").read_text())
+    data["env"]["ACCELKIT_OVERRIDE_RESOURCES"] = "GPU=2"
+    (tmp_path / "snapshot.json").write_text(json.dumps(data))
+    result = accelkit("ls", "--host", str(tmp_path))
+    assert result.returncode == 2
+    assert "ACCELKIT_OVERRIDE_RESOURCES='GPU=2' is not JSON" in result.stderr
+
+
+def test_snapshot_records_refuses_a_non_empty_directory_and_forces(
+    vendor_snapshot: tuple[str, Path], tmp_path: Path
+) -> None:
+    vendor, source = vendor_snapshot
+    target = tmp_path / "copy"
+    result = accelkit("snapshot", str(target), "--host", str(source), "--redact")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"Recorded {target} (redacted):")
+    assert f"Replays as: 2 {registry.get_manager(vendor).resource_name}" in result.stdout
+    assert json.loads((target / "snapshot.json").read_text())["redacted"] is True
+    again = accelkit("snapshot", str(target), "--host", str(source))
+    assert again.returncode == 2
+    assert "is not empty" in again.stderr and "--force" in again.stderr
+    forced = accelkit("snapshot", str(target), "--host", str(source), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert (
+        detect_node(load_snapshot(target)).to_dict() == detect_node(load_snapshot(source)).to_dict()
+    )
+
+
+def test_snapshot_into_a_file_is_an_error(tmp_path: Path, empty: Path) -> None:
+    (tmp_path / "file").write_text("")
+    result = accelkit("snapshot", str(tmp_path / "file"), "--host", str(empty))
+    assert result.returncode == 2
+    assert "not a directory" in result.stderr and "Traceback" not in result.stderr

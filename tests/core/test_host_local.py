@@ -1,0 +1,104 @@
+"""LocalHost: commands with a time limit, library probes in a spawned process, files at /."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import probe_targets
+import pytest
+from accelkit.host import LocalHost, ProbeError
+
+
+def test_run_returns_exit_code_stdout_and_stderr() -> None:
+    host = LocalHost()
+    result = host.run([sys.executable, "-c", "import sys; print('out'); sys.exit(3)"])
+    assert (result.returncode, result.stdout) == (3, "out\n")
+    result = host.run([sys.executable, "-c", "import sys; sys.stderr.write('err')"], timeout=5)
+    assert (result.returncode, result.stderr) == (0, "err")
+
+
+def test_run_of_a_missing_program_is_file_not_found() -> None:
+    with pytest.raises(FileNotFoundError, match="accelkit-no-such-tool"):
+        LocalHost().run(["accelkit-no-such-tool", "--version"])
+    with pytest.raises(ValueError):
+        LocalHost().run([])
+
+
+def test_run_past_its_timeout_is_killed_quickly(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    script = f"echo $$ > {pid_file}; exec sleep 5"
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"0\.2s"):
+        LocalHost().run(["sh", "-c", script], timeout=0.2)
+    assert time.monotonic() - started < 2
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):  # reaped and gone, not left sleeping
+        os.kill(pid, 0)
+
+
+def test_probe_runs_a_module_function_in_a_spawned_process() -> None:
+    result = LocalHost().probe(probe_targets.answer, 2, timeout=10)
+    assert result == {"devices": ["0", "1"], "dumped": "[1]"}
+
+
+def test_probe_failures_are_typed() -> None:
+    host = LocalHost()
+    with pytest.raises(ProbeError, match="RuntimeError: driver said no"):
+        host.probe(probe_targets.fail, timeout=10)
+    with pytest.raises(ModuleNotFoundError, match="accelkit_no_such_vendor_library"):
+        host.probe(probe_targets.need_missing_library, timeout=10)
+    with pytest.raises(ProbeError, match="code 3"):
+        host.probe(probe_targets.die, timeout=10)
+
+
+def test_a_hanging_probe_times_out_quickly() -> None:
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match="did not finish"):
+        LocalHost().probe(probe_targets.hang, timeout=0.5)
+    assert time.monotonic() - started < 3
+
+
+def test_files_and_env_are_the_machine_s(tmp_path: Path) -> None:
+    (tmp_path / "target").write_text("x\n")
+    (tmp_path / "link").symlink_to(tmp_path / "target")
+    host = LocalHost()
+    assert host.read_text(str(tmp_path / "link")) == "x\n"
+    assert host.readlink(str(tmp_path / "link")) == str(tmp_path / "target")
+    assert host.realpath(str(tmp_path / "link")) == os.path.realpath(tmp_path / "target")
+    assert host.env is os.environ
+
+
+def test_a_local_host_may_be_rooted_elsewhere(tmp_path: Path) -> None:
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/release").write_text("fake\n")
+    (tmp_path / "etc/link").symlink_to("/etc/release")
+    host = LocalHost(tmp_path)
+    assert host.read_text("/etc/link") == "fake\n"
+    assert host.readlink("/etc/link") == "/etc/release"
+    assert host.realpath("/etc/link") == "/etc/release"
+
+
+def test_a_timeout_does_not_wait_for_descendants_that_left_the_group(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    script = f"setsid sleep 5 & echo $! > {pid_file}; exec sleep 5"
+    started = time.monotonic()
+    try:
+        with pytest.raises(TimeoutError):
+            LocalHost().run(["sh", "-c", script], timeout=0.2)
+        assert time.monotonic() - started < 3
+    finally:
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def test_fifos_and_device_nodes_read_as_nothing_instead_of_blocking(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo")
+    assert LocalHost().read_text(str(tmp_path / "fifo")) is None
+    assert LocalHost(tmp_path).read_text("/fifo") is None
+    assert LocalHost().read_text("/dev/zero") is None

@@ -1,0 +1,74 @@
+"""Node.to_dict / from_dict: lossless, JSON-ready, versioned."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from accelkit.device import SOURCES, Device
+from accelkit.diagnostics import LEVELS, Diagnostic
+from accelkit.node import SCHEMA_VERSION, Node
+from hypothesis import given
+from hypothesis import strategies as st
+
+token = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters=" ,\t\n\r\x0b\x0c"),
+    min_size=1,
+    max_size=12,
+).filter(lambda s: not any(c.isspace() for c in s))
+maybe_text = st.none() | st.text(max_size=20)
+devices = st.builds(
+    Device,
+    id=token,
+    index=st.none() | st.integers(min_value=0, max_value=1 << 20),
+    family=st.sampled_from(["nvidia", "amd", "tpu", "acme"]),
+    resource_name=st.sampled_from(["GPU", "TPU", "neuron_cores"]),
+    type_label=maybe_text,
+    model=maybe_text,
+    uuid=maybe_text,
+    memory_bytes=st.none() | st.integers(min_value=0, max_value=1 << 50),
+    pci_bus_id=maybe_text,
+    numa_node=st.none() | st.integers(min_value=-1, max_value=16),
+    parent=st.none() | token,
+    source=st.sampled_from(SOURCES),
+)
+nodes = st.builds(
+    Node,
+    devices=st.lists(devices, max_size=6),
+    resources=st.dictionaries(
+        st.text(min_size=1, max_size=16),
+        st.floats(min_value=0, max_value=1e6, allow_nan=False, allow_infinity=False),
+        max_size=5,
+    ),
+    labels=st.dictionaries(st.text(min_size=1, max_size=16), st.text(max_size=16), max_size=5),
+    diagnostics=st.lists(
+        st.builds(Diagnostic, st.text(max_size=8), st.sampled_from(LEVELS), st.text(max_size=30)),
+        max_size=4,
+    ),
+)
+
+
+@given(nodes)
+def test_to_dict_from_dict_is_lossless_also_through_json(node: Node) -> None:
+    data = node.to_dict()
+    assert data["schema_version"] == SCHEMA_VERSION
+    assert Node.from_dict(data) == node
+    assert Node.from_dict(json.loads(json.dumps(data))) == node
+    assert Node.from_dict(data).to_dict() == data
+
+
+def test_from_dict_refuses_other_schema_versions_and_unknown_fields() -> None:
+    with pytest.raises(ValueError, match="schema_version 2 is not supported"):
+        Node.from_dict({"schema_version": 2})
+    with pytest.raises(ValueError, match="schema_version None"):
+        Node.from_dict({})
+    data = Node(devices=[Device("0")]).to_dict()
+    data["devices"][0]["colour"] = "green"
+    with pytest.raises(ValueError, match="unknown Device fields"):
+        Node.from_dict(data)
+
+
+def test_helpers_group_devices_by_family() -> None:
+    node = Node(devices=[Device("0", family="b"), Device("0", family="a"), Device("1", family="b")])
+    assert node.families() == ["b", "a"]
+    assert [d.id for d in node.devices_of("b")] == ["0", "1"]

@@ -1,0 +1,113 @@
+"""Shared detection mechanics: layers, commands, parsers and PCI walking report, never raise."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from accelkit import Device, FakeHost, Host
+from accelkit.detection import (
+    detect_layers,
+    parse_csv,
+    parse_json,
+    pci_devices,
+    read_int,
+    run_command,
+)
+from accelkit.diagnostics import collecting
+from hypothesis import given
+from hypothesis import strategies as st
+
+
+def test_first_answering_layer_wins_and_sets_the_source() -> None:
+    def absent(host: Host) -> list[Device] | None:
+        return None
+
+    def broken(host: Host) -> list[Device] | None:
+        raise RuntimeError("driver mismatch")
+
+    def sysfs(host: Host) -> list[Device] | None:
+        return [Device(id="0")]
+
+    with collecting("widget") as notes:
+        devices = detect_layers(
+            FakeHost(), ("library", absent), ("command", broken), ("sysfs", sysfs)
+        )
+    assert devices == [Device(id="0", source="sysfs")]
+    messages = [n.message for n in notes]
+    assert any("command layer failed: RuntimeError: driver mismatch" in m for m in messages)
+    assert all(n.family == "widget" for n in notes)
+
+
+def test_an_empty_answer_still_wins() -> None:
+    with collecting("widget"):
+        devices = detect_layers(
+            FakeHost(), ("library", lambda h: []), ("sysfs", lambda h: [Device(id="0")])
+        )
+    assert devices == []
+
+
+def test_run_command_notes_every_failure() -> None:
+    host = FakeHost(
+        commands={
+            "ok": (0, "out"),
+            "fails": (3, "", "permission denied"),
+            "hangs": TimeoutError("took too long"),
+        }
+    )
+    with collecting("widget") as notes:
+        assert run_command(host, ["ok"]) == "out"
+        assert run_command(host, ["fails", "-x"]) is None
+        assert run_command(host, ["hangs"]) is None
+        assert run_command(host, ["missing"]) is None
+    text = [(n.level, n.message) for n in notes]
+    assert ("warning", "`fails -x` exited with 3: permission denied") in text
+    assert ("error", "`hangs` timed out: took too long") in text
+    assert ("info", "missing is not installed") in text
+
+
+def test_parsers_note_garbage() -> None:
+    with collecting("widget") as notes:
+        assert parse_json("{", "tool output") is None
+        assert parse_json('{"a": 1}', "tool output") == {"a": 1}
+        assert parse_csv("0, a, b\n\n1, c\n", 3, "tool") == [["0", "a", "b"]]
+        assert parse_csv("garbage", 3, "tool") is None
+        assert parse_csv("", 3, "tool") == []
+    assert sum("not valid JSON" in n.message for n in notes) == 1
+    assert sum("has 2 fields, expected 3" in n.message for n in notes) == 1
+
+
+@given(st.text(), st.integers(min_value=1, max_value=6))
+def test_parse_csv_never_raises(text: str, fields: int) -> None:
+    rows = parse_csv(text, fields, "fuzz")
+    assert rows is None or all(len(row) == fields for row in rows)
+
+
+def test_pci_devices_filter_by_vendor_and_read_facts(tmp_path: Path) -> None:
+    devices = tmp_path / "sys/bus/pci/devices"
+    drivers = tmp_path / "sys/bus/pci/drivers/nvidia"
+    drivers.mkdir(parents=True)
+    for bus, vendor, numa in [
+        ("0000:b1:00.0", "0x10de", "1"),
+        ("0000:17:00.0", "0x10de", "-1"),
+        ("0000:00:1f.0", "0x8086", "0"),
+    ]:
+        d = devices / bus
+        d.mkdir(parents=True)
+        (d / "vendor").write_text(vendor + "\n")
+        (d / "device").write_text("0x2330\n")
+        (d / "numa_node").write_text(numa + "\n")
+        os.symlink("../../../bus/pci/drivers/nvidia", d / "driver")
+    host = FakeHost(root=tmp_path)
+    found = pci_devices(host, 0x10DE)
+    assert [d.bus_id for d in found] == ["0000:17:00.0", "0000:b1:00.0"]
+    assert [d.numa_node for d in found] == [None, 1]
+    assert {d.driver for d in found} == {"nvidia"}
+    assert found[0].device == 0x2330
+
+
+def test_read_int_notes_non_numbers(tmp_path: Path) -> None:
+    (tmp_path / "value").write_text("banana\n")
+    with collecting("widget") as notes:
+        assert read_int(FakeHost(root=tmp_path), "/value") is None
+    assert "not a number" in notes[0].message

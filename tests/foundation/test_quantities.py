@@ -1,0 +1,77 @@
+"""The fixed-point rule of DESIGN.md, as a table and as properties."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import pytest
+from accelkit import InvalidRequest
+from accelkit.quantities import UNIT, from_units, to_units
+from hypothesis import given
+from hypothesis import strategies as st
+
+
+@pytest.mark.parametrize(
+    ("value", "units"),
+    [
+        (0, 0),
+        (0.0, 0),
+        (1, 10_000),
+        (0.5, 5_000),
+        (0.57, 5_700),  # 0.57 * 1e4 is 5699.999...; within 1e-9 of a unit, so it rounds
+        (1 / 3, 3_333),  # floored, as Ray does, and valid
+        (0.1 + 0.2, 3_000),
+        (0.0001, 1),
+        (0.00019, 1),  # floored
+        (2, 20_000),
+        (8.0, 80_000),
+        (Fraction(1, 4), 2_500),
+        (1 - 1e-12, 10_000),  # near-unit rounds up to one whole device
+    ],
+)
+def test_valid_quantities_convert_exactly(value: object, units: int) -> None:
+    assert to_units(value) == units
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (0.00001, "below the smallest quantity"),
+        (-1, "negative"),
+        (math.nan, "finite"),
+        (math.inf, "finite"),
+        ("1", "must be a number"),
+        (None, "must be a number"),
+        (True, "must be a number"),
+        (1.5, "above 1 and not whole"),
+        (2.0001, "above 1 and not whole"),
+    ],
+)
+def test_invalid_quantities_are_rejected_with_the_value(value: object, message: str) -> None:
+    with pytest.raises(InvalidRequest, match=message) as info:
+        to_units(value, what="GPU quantity")
+    assert "GPU quantity" in str(info.value)
+    assert repr(value) in str(info.value)
+
+
+def test_invalid_request_is_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        to_units(-0.5)
+
+
+def test_ten_tenths_and_three_thirds_fit_one_device() -> None:
+    assert sum(to_units(0.1) for _ in range(10)) == UNIT
+    assert 3 * to_units(1 / 3) <= UNIT
+
+
+@given(st.integers(min_value=1, max_value=UNIT))
+def test_every_unit_round_trips(units: int) -> None:
+    assert to_units(from_units(units)) == units
+
+
+@given(st.floats(min_value=0.0001, max_value=1.0, allow_nan=False))
+def test_fractions_never_exceed_the_request(value: float) -> None:
+    units = to_units(value)
+    assert 1 <= units <= UNIT
+    assert from_units(units) <= value + 1e-9

@@ -1,0 +1,265 @@
+"""Each check against a manager with exactly one defect: it fails, and its message says what.
+
+The well-behaved ``WidgetManager`` passes every check that does not need installation; each
+subclass breaks one rule.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import textwrap
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Optional
+
+import pytest
+from accelkit import AcceleratorManager, Device, FakeHost, Host, InvalidRequest
+from accelkit.detection import call_probe
+from accelkit.testing import Outcome, Subject, all_checks, run_checks
+
+INSTALLED_ONLY = {"import_is_light", "entry_point", "distribution"}
+
+
+class WidgetManager(AcceleratorManager):
+    name = "widget"
+    resource_name = "WIDGET"
+    visible_devices_env_var = "WIDGET_VISIBLE_DEVICES"
+
+    def detect(self, host: Host) -> list[Device]:
+        names = [p.rpartition("widget")[2] for p in host.glob("/dev/widget[0-9]*")]
+        return [Device(id=n, index=int(n), type_label="W-1") for n in names]
+
+
+def make_widgets(count: int, root: Path) -> FakeHost:
+    (root / "dev").mkdir()
+    for n in range(count):
+        (root / "dev" / f"widget{n}").write_text("")
+    return FakeHost(root=root)
+
+
+def outcomes(manager: AcceleratorManager, tmp_path: Path, **kwargs: object) -> dict[str, Outcome]:
+    subject = Subject(manager=manager, workspace=tmp_path, make_host=make_widgets)
+    return {o.check: o for o in run_checks(subject, **kwargs)}  # type: ignore[arg-type]
+
+
+def failures(manager: AcceleratorManager, tmp_path: Path) -> dict[str, str]:
+    """Failed checks and their messages, leaving out those that need an installed plugin."""
+    runnable = [c.name for c in all_checks() if c.name not in INSTALLED_ONLY]
+    found = outcomes(manager, tmp_path, select=runnable)
+    return {name: o.message for name, o in found.items() if o.failing}
+
+
+def test_a_conforming_manager_passes(tmp_path: Path) -> None:
+    found = outcomes(WidgetManager(), tmp_path)
+    assert {n for n, o in found.items() if o.status != "passed"} == INSTALLED_ONLY
+    assert "no installed distribution declares" in found["entry_point"].message
+    assert '[project.entry-points.accelkit]\n    widget = "' in found["entry_point"].message
+
+
+def test_reading_os_environ_is_caught_by_decoys(tmp_path: Path) -> None:
+    class ReadsEnviron(WidgetManager):
+        def detect(self, host: Host) -> list[Device]:
+            found = super().detect(host)
+            wanted = os.environ.get("WIDGET_VISIBLE_DEVICES")
+            return found if wanted is None else [d for d in found if d.id in wanted.split(",")]
+
+    assert list(failures(ReadsEnviron(), tmp_path)) == ["ignores_process_environment"]
+    message = failures(ReadsEnviron(), tmp_path)["ignores_process_environment"]
+    assert "reads the process environment; read variables through host.env" in message
+
+
+def test_reading_undeclared_variables_is_caught(tmp_path: Path) -> None:
+    class ReadsUndeclared(WidgetManager):
+        def detect(self, host: Host) -> list[Device]:
+            return [] if host.env.get("WIDGET_DEBUG") else super().detect(host)
+
+        def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
+            return super().read_visible(env) if "WIDGET_ENABLE" not in env else []
+
+    failed = failures(ReadsUndeclared(), tmp_path)
+    assert list(failed) == ["variables", "reads_declared_variables"]
+    assert "read_visible reads ['WIDGET_ENABLE'], which env_vars_read" in failed["variables"]
+    assert (
+        "read host.env['WIDGET_DEBUG'], which env_vars_read ['WIDGET_VISIBLE_DEVICES']"
+        in (failed["reads_declared_variables"])
+    )
+
+
+def test_a_probe_a_real_host_could_not_run_is_caught(tmp_path: Path) -> None:
+    class LocalProbe(WidgetManager):
+        def detect(self, host: Host) -> list[Device]:
+            def count_widgets(import_module: object) -> int:
+                return 0
+
+            call_probe(host, count_widgets)
+            return super().detect(host)
+
+    failed = failures(LocalProbe(), tmp_path)
+    assert list(failed) == ["probes_are_portable"]
+    assert "count_widgets, which a fresh process cannot import" in failed["probes_are_portable"]
+
+
+def test_running_a_command_directly_is_caught(tmp_path: Path) -> None:
+    class RunsCommand(WidgetManager):
+        def detect(self, host: Host) -> list[Device]:
+            with contextlib.suppress(OSError):
+                subprocess.run(["widget-smi"], check=False)
+            return super().detect(host)
+
+    failed = failures(RunsCommand(), tmp_path)
+    assert list(failed) == ["reads_only_through_host"]
+    assert "did subprocess.Popen('widget-smi'" in failed["reads_only_through_host"]
+    assert "host.run" in failed["reads_only_through_host"]
+
+
+def test_network_use_is_caught(tmp_path: Path) -> None:
+    class AsksMetadataServer(WidgetManager):
+        def detect(self, host: Host) -> list[Device]:
+            with contextlib.suppress(OSError):
+                socket.getaddrinfo("169.254.169.254", 80)
+            return super().detect(host)
+
+    failed = failures(AsksMetadataServer(), tmp_path)
+    assert list(failed) == ["no_network"]
+    assert "socket.getaddrinfo('169.254.169.254'" in failed["no_network"]
+
+
+def test_wrong_counts_are_caught(tmp_path: Path) -> None:
+    class AlwaysOne(WidgetManager):
+        def detect(self, host: Host) -> list[Device]:
+            return [Device(id="0", index=0)]
+
+    failed = failures(AlwaysOne(), tmp_path)
+    assert "found [Device(id='0'" in failed["empty_host"]
+    assert "found 1 device(s) on make_host(0); expected 0" in failed["requested_counts"]
+
+
+def test_raising_for_a_missing_vendor_stack_is_caught(tmp_path: Path) -> None:
+    class Raises(WidgetManager):
+        def detect(self, host: Host) -> list[Device]:
+            if host.run(["widget-smi"]).returncode:
+                return []
+            return super().detect(host)
+
+    failed = failures(Raises(), tmp_path)
+    assert (
+        "raised on an empty FakeHost: FileNotFoundError: widget-smi: not found"
+        in (failed["empty_host"])
+    )
+    assert "record why with accelkit.note()" in failed["empty_host"]
+
+
+def test_undeclared_written_variables_are_caught(tmp_path: Path) -> None:
+    class WritesMore(WidgetManager):
+        def visibility_env(self, ids: Sequence[str]) -> dict[str, Optional[str]]:
+            return {**super().visibility_env(ids), "WIDGET_ORDER": "PCI"}
+
+    failed = failures(WritesMore(), tmp_path)
+    assert list(failed) == ["variables"]
+    assert "writes ['WIDGET_ORDER'], which env_vars_read" in failed["variables"]
+
+
+def test_a_family_without_visibility_control_is_caught(tmp_path: Path) -> None:
+    class Unrestricted(WidgetManager):
+        visible_devices_env_var = None
+
+    failed = failures(Unrestricted(), tmp_path)
+    assert "a grant cannot restrict which devices a worker sees" in failed["variables"]
+    assert "WidgetManager" not in failed["variables"]
+
+
+def test_unusable_type_labels_are_caught(tmp_path: Path) -> None:
+    class SpacedLabel(WidgetManager):
+        def detect(self, host: Host) -> list[Device]:
+            return [d.replace(type_label="Widget Pro 9000") for d in super().detect(host)]
+
+    failed = failures(SpacedLabel(), tmp_path)
+    assert list(failed) == ["type_labels"]
+    assert "['Widget Pro 9000']" in failed["type_labels"]
+
+
+def test_malformed_node_facts_are_caught(tmp_path: Path) -> None:
+    class BadFacts(WidgetManager):
+        def labels(self, devices: Sequence[Device], host: Host) -> dict[str, str]:
+            return {"widget.count": len(devices)}  # type: ignore[dict-item]
+
+    failed = failures(BadFacts(), tmp_path)
+    assert list(failed) == ["node_facts"]
+    assert "labels gives {'widget.count': 4}; keys and values must be str" in failed["node_facts"]
+
+
+def test_rejections_must_name_the_value(tmp_path: Path) -> None:
+    class Terse(WidgetManager):
+        def validate_quantity(self, quantity: object) -> int:
+            try:
+                return super().validate_quantity(quantity)
+            except InvalidRequest:
+                raise InvalidRequest("bad quantity") from None
+
+    failed = failures(Terse(), tmp_path)
+    assert list(failed) == ["rejection_names_value"]
+    assert (
+        "validate_quantity(-1) raised 'bad quantity', which does not name the value"
+        in (failed["rejection_names_value"])
+    )
+
+
+def test_a_partition_listed_with_its_parent_is_caught(tmp_path: Path) -> None:
+    class BothAllocatable(WidgetManager):
+        def detect(self, host: Host) -> list[Device]:
+            found = super().detect(host)
+            return [*found, Device(id="MIG-a", parent=found[0].id)] if found else found
+
+    failed = failures(BothAllocatable(), tmp_path)
+    assert "partition 'MIG-a' and its parent '0' are both listed" in (failed["devices_well_formed"])
+
+
+def test_an_unexpected_exception_is_an_error_with_its_location(tmp_path: Path) -> None:
+    class Crashes(WidgetManager):
+        def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
+            raise TypeError("unhashable type: 'list'")
+
+    found = outcomes(Crashes(), tmp_path, select=["unset_is_unrestricted"])
+    outcome = found["unset_is_unrestricted"]
+    assert outcome.status == "error" and outcome.failing
+    assert outcome.message.startswith("TypeError: unhashable type: 'list' (at ")
+    assert "test_kit_checks.py:" in outcome.message
+
+
+def test_expected_failures_are_strict(tmp_path: Path) -> None:
+    found = outcomes(
+        WidgetManager(),
+        tmp_path,
+        expected_failures={"entry_point": "not installed in this test", "repeatable": "wrong"},
+    )
+    assert found["entry_point"].status == "xfailed"
+    assert found["repeatable"].status == "xpassed"
+    assert "remove the declaration" in found["repeatable"].message
+    with pytest.raises(ValueError, match="needs a reason"):
+        outcomes(WidgetManager(), tmp_path, expected_failures={"repeatable": " "})
+    with pytest.raises(ValueError, match="no conformance check named 'test_nope'"):
+        outcomes(WidgetManager(), tmp_path, expected_failures={"test_nope": "typo"})
+
+
+def test_a_heavy_import_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "heavy_widget.py").write_text(
+        textwrap.dedent(
+            """
+            import pytest  # a framework at import time: every scheduler would pay for it
+            from accelkit import AcceleratorManager
+
+            class HeavyManager(AcceleratorManager):
+                name = "heavy"
+                resource_name = "HEAVY"
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from heavy_widget import HeavyManager  # type: ignore[import-not-found]
+
+    found = outcomes(HeavyManager(), tmp_path / "work", select=["import_is_light"])
+    assert found["import_is_light"].status == "failed"
+    assert "importing heavy_widget imports ['pytest']" in found["import_is_light"].message

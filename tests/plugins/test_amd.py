@@ -1,0 +1,423 @@
+"""The AMD plugin: its data sheet, each detection layer, the fake host and the snapshot."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import shutil
+from typing import Any, Callable, Optional
+
+import accelkit
+import pytest
+from accelkit.snapshot import load_snapshot
+from accelkit.testing.fakes import amd as fake
+from accelkit.visibility import relative_ids
+from accelkit_plugins.amd import PRODUCTS, AmdManager
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+SNAPSHOT = pathlib.Path(__file__).parents[2] / "examples" / "nodes" / "amd-mi300x-8gpu"
+MANAGER = AmdManager()
+KFD = "sys/class/kfd"
+
+
+def host_with(
+    tmp_path: pathlib.Path,
+    gpus: list[fake.FakeAmdGpu],
+    *,
+    amdsmi: Any = None,
+    listed: Any = None,
+    static: Any = None,
+    sysfs: bool = True,
+) -> accelkit.FakeHost:
+    if sysfs:
+        fake.write_sysfs(tmp_path, gpus)
+    commands = {}
+    if listed is not None:
+        commands[fake.AMD_SMI_LIST_ARGV] = listed
+    if static is not None:
+        commands[fake.AMD_SMI_STATIC_ARGV] = static
+    modules = {} if amdsmi is None else {"amdsmi": amdsmi}
+    return accelkit.FakeHost(root=tmp_path, commands=commands, modules=modules)
+
+
+# -- part 1: the data sheet --------------------------------------------------------------------
+def test_declares_the_amd_family() -> None:
+    assert MANAGER.contract_errors() == []
+    assert (MANAGER.name, MANAGER.resource_name) == ("amd", "GPU")
+    assert MANAGER.visible_devices_env_var == "ROCR_VISIBLE_DEVICES"
+    assert set(MANAGER.all_env_vars_read()) == {
+        "ROCR_VISIBLE_DEVICES",
+        "HIP_VISIBLE_DEVICES",
+        "CUDA_VISIBLE_DEVICES",
+    }
+    # PyTorch on ROCm names the device "cuda" and its RCCL-backed collective backend "nccl"
+    assert (MANAGER.framework_device, MANAGER.collective_backend) == ("cuda", "nccl")
+    assert MANAGER.validate_quantity(0.25) == 2500
+    with pytest.raises(accelkit.InvalidRequest):
+        MANAGER.validate_quantity(2.5)
+
+
+def test_writes_rocr_and_unsets_what_hip_reads_relative_to_it() -> None:
+    assert MANAGER.visibility_env(["1", "3"]) == {
+        "ROCR_VISIBLE_DEVICES": "1,3",
+        "HIP_VISIBLE_DEVICES": None,
+        "CUDA_VISIBLE_DEVICES": None,
+    }
+    assert MANAGER.visibility_env(["GPU-1000000000000001"])["ROCR_VISIBLE_DEVICES"] == (
+        "GPU-1000000000000001"
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, None),
+        ({"ROCR_VISIBLE_DEVICES": ""}, []),
+        ({"ROCR_VISIBLE_DEVICES": "NoDevFiles"}, []),
+        ({"ROCR_VISIBLE_DEVICES": " 2, 3 "}, ["2", "3"]),
+        ({"ROCR_VISIBLE_DEVICES": "GPU-1000000000000001"}, ["GPU-1000000000000001"]),
+        ({"HIP_VISIBLE_DEVICES": "1,0"}, ["1", "0"]),
+        ({"CUDA_VISIBLE_DEVICES": "5"}, ["5"]),
+        # HIP's indices are relative to ROCr's list
+        ({"ROCR_VISIBLE_DEVICES": "4,5,6", "HIP_VISIBLE_DEVICES": "0,2"}, ["4", "6"]),
+        ({"ROCR_VISIBLE_DEVICES": "4,5,6", "CUDA_VISIBLE_DEVICES": "1"}, ["5"]),
+        # HIP_VISIBLE_DEVICES wins over CUDA_VISIBLE_DEVICES, even when it hides everything
+        (
+            {
+                "ROCR_VISIBLE_DEVICES": "4,5",
+                "HIP_VISIBLE_DEVICES": "1",
+                "CUDA_VISIBLE_DEVICES": "0",
+            },
+            ["5"],
+        ),
+        ({"HIP_VISIBLE_DEVICES": "", "CUDA_VISIBLE_DEVICES": "0"}, []),
+        # physical ids in both (SLURM without AutoDetect) select past the end: nothing visible
+        ({"ROCR_VISIBLE_DEVICES": "4,5", "HIP_VISIBLE_DEVICES": "4,5"}, []),
+        ({"ROCR_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "0"}, []),
+        ({"ROCR_VISIBLE_DEVICES": "4,5", "HIP_VISIBLE_DEVICES": "NoDevFiles"}, []),
+        (
+            {"ROCR_VISIBLE_DEVICES": "GPU-aa,GPU-bb", "HIP_VISIBLE_DEVICES": "GPU-bb,GPU-cc"},
+            ["GPU-bb"],
+        ),
+    ],
+)
+def test_reads_rocr_then_hip_relative_to_it(
+    env: dict[str, str], expected: list[str] | None
+) -> None:
+    assert MANAGER.read_visible(env) == expected
+
+
+VALUES = st.one_of(st.none(), st.text(alphabet="0123456789, GPU-abcNoDevFils", max_size=20))
+
+
+@settings(max_examples=300, deadline=None)
+@given(rocr=VALUES, hip=VALUES, cuda=VALUES)
+def test_any_combination_of_the_three_variables_reads_without_raising(
+    rocr: Optional[str], hip: Optional[str], cuda: Optional[str]
+) -> None:
+    names = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+    env = {k: v for k, v in zip(names, (rocr, hip, cuda)) if v is not None}
+    ids = MANAGER.read_visible(env)
+    assert ids is None or all(token and token.strip() == token for token in ids)
+    if rocr is not None and ids is not None:  # HIP can only narrow ROCr's list
+        assert set(ids) <= set(MANAGER.read_visible({"ROCR_VISIBLE_DEVICES": rocr}) or [])
+
+
+@given(
+    st.lists(st.text(alphabet="0123456789GPU-ab", min_size=1, max_size=6), max_size=6),
+    st.lists(st.text(alphabet="0123456789GPU-ab", min_size=1, max_size=4), max_size=6),
+)
+def test_relative_ids_select_only_from_the_base_list(base: list[str], tokens: list[str]) -> None:
+    chosen = relative_ids(base, tokens)
+    assert all(token in base for token in chosen)
+    assert len(chosen) <= len(tokens)
+
+
+@given(st.lists(st.integers(min_value=0, max_value=31).map(str), max_size=8))
+def test_written_ids_read_back_the_same(ids: list[str]) -> None:
+    inherited = {"HIP_VISIBLE_DEVICES": "3", "CUDA_VISIBLE_DEVICES": "0,1"}
+    env = {**inherited, **MANAGER.visibility_env(ids)}
+    assert MANAGER.read_visible({k: v for k, v in env.items() if v is not None}) == ids
+
+
+@pytest.mark.parametrize(
+    ("device_id", "label"),
+    [
+        ("0x74a1", "AMD-Instinct-MI300X-OAM"),
+        ("0x74A1", "AMD-Instinct-MI300X-OAM"),
+        (0x740F, "AMD-Instinct-MI210"),
+        ("0x738c", "AMD-Instinct-MI100"),
+        ("29857", "AMD-Instinct-MI300X-OAM"),  # KFD writes the id in decimal
+        ("0x66a1", "AMD-Instinct-MI50"),
+        ("0x75a3", "AMD-Instinct-MI355X-OAM"),
+    ],
+)
+def test_type_label_comes_from_the_pci_device_id(device_id: Any, label: str) -> None:
+    from accelkit_plugins.amd import gpu
+
+    device = gpu(accelkit.FakeHost(), 0, {"asic": {"device_id": device_id}}, None, None)
+    assert device.type_label == label
+
+
+def test_every_listed_product_has_an_instinct_label() -> None:
+    assert all(label.startswith("AMD-Instinct-MI") for label in PRODUCTS.values())
+    assert len(PRODUCTS) == 12
+
+
+@pytest.mark.parametrize(
+    ("facts", "label", "model"),
+    [
+        (
+            {"device_id": "0x74b9", "market_name": "AMD Instinct MI400X"},
+            "AMD-Instinct-MI400X",
+            "AMD Instinct MI400X",
+        ),
+        (
+            {"device_id": "0x7550", "market_name": "Radeon RX 9070 XT"},
+            "AMD-Radeon-RX-9070-XT",
+            "Radeon RX 9070 XT",
+        ),
+        ({"device_id": "0x74b9", "market_name": "N/A"}, "AMD-GPU-74b9", None),
+        ({"device_id": "0x74b9"}, "AMD-GPU-74b9", None),
+    ],
+)
+def test_an_unknown_id_keeps_the_market_name(
+    facts: dict[str, str], label: str, model: Optional[str]
+) -> None:
+    from accelkit_plugins.amd import gpu
+
+    device = gpu(accelkit.FakeHost(), 0, facts, None, None)
+    assert (device.type_label, device.model) == (label, model)
+
+
+# -- part 2: detection -------------------------------------------------------------------------
+def test_amdsmi_gives_every_fact_and_always_shuts_down(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    gpus = fake.fake_amdgpus(8)
+    amdsmi = fake.fake_amdsmi(gpus)
+    devices, notes = run_detect(MANAGER, host_with(tmp_path, gpus, amdsmi=amdsmi))
+    assert [d.id for d in devices] == [str(n) for n in range(8)]
+    assert {d.source for d in devices} == {"library"}
+    assert {d.type_label for d in devices} == {"AMD-Instinct-MI300X-OAM"}
+    assert devices[3].uuid == gpus[3].rocr_uuid == "GPU-1000000000000003"
+    assert devices[3].pci_bus_id == "0000:65:00.0"
+    assert devices[0].memory_bytes == 196592 * fake.MIB
+    assert [d.numa_node for d in devices] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert amdsmi.calls == {"amdsmi_init": 1, "amdsmi_shut_down": 1}
+    assert "8 device(s) from the library layer" in notes
+
+
+def test_amdsmi_failing_half_way_is_shut_down_and_the_next_layer_answers(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    gpus = fake.fake_amdgpus(2)
+    amdsmi = fake.fake_amdsmi(gpus)
+
+    def broken(handle: object) -> dict[str, Any]:
+        raise amdsmi.AmdSmiLibraryException("AMDSMI_STATUS_NOT_SUPPORTED")
+
+    amdsmi.amdsmi_get_gpu_vram_info = broken
+    devices, notes = run_detect(MANAGER, host_with(tmp_path, gpus, amdsmi=amdsmi))
+    assert amdsmi.calls == {"amdsmi_init": 1, "amdsmi_shut_down": 1}
+    assert [(d.id, d.source) for d in devices] == [("0", "sysfs"), ("1", "sysfs")]
+    assert "library layer failed: AmdSmiLibraryException" in notes
+
+
+def test_amd_smi_layer(tmp_path: pathlib.Path, run_detect: Callable[..., Any]) -> None:
+    gpus = fake.fake_amdgpus(8)
+    host = host_with(
+        tmp_path,
+        gpus,
+        listed=(0, fake.amd_smi_list_output(gpus)),
+        static=(0, fake.amd_smi_static_output(gpus)),
+    )
+    devices, _ = run_detect(MANAGER, host)
+    assert [d.id for d in devices] == [str(n) for n in range(8)]
+    assert {d.source for d in devices} == {"command"}
+    assert devices[7].uuid == gpus[7].rocr_uuid
+    assert devices[7].model == "AMD Instinct MI300X"
+    assert devices[7].memory_bytes == 196592 * fake.MIB
+    assert devices[7].numa_node == 1
+
+
+@pytest.mark.parametrize("layout", ["rocm-6.0", "rocm-6.1", "rocm-7"])
+def test_amd_smi_static_layouts_of_several_releases(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], layout: str
+) -> None:
+    gpus = fake.fake_amdgpus(2)
+    records = json.loads(fake.amd_smi_static_output(gpus))
+    if layout == "rocm-6.0":  # flat VRAM fields, memory as a number of MB
+        for record in records:
+            record["vram"] = {"vram_type": "HBM", "vram_size_mb": 196592}
+    if layout == "rocm-7":  # wrapped in an object, memory as text
+        for record in records:
+            record["vram"]["size"] = "196592 MB"
+        records = {"gpu_data": records}
+    host = host_with(
+        tmp_path,
+        gpus,
+        listed=(0, fake.amd_smi_list_output(gpus)),
+        static=(0, json.dumps(records)),
+        sysfs=False,
+    )
+    devices, _ = run_detect(MANAGER, host)
+    assert [(d.type_label, d.memory_bytes, d.uuid) for d in devices] == [
+        ("AMD-Instinct-MI300X-OAM", 196592 * fake.MIB, g.rocr_uuid) for g in gpus
+    ]
+
+
+def test_amd_smi_list_alone_still_counts_gpus(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    gpus = fake.fake_amdgpus(2)
+    host = host_with(
+        tmp_path, gpus, listed=(0, fake.amd_smi_list_output(gpus)), static=(1, ""), sysfs=False
+    )
+    devices, notes = run_detect(MANAGER, host)
+    assert [(d.id, d.pci_bus_id, d.type_label) for d in devices] == [
+        ("0", gpus[0].bus_id, None),
+        ("1", gpus[1].bus_id, None),
+    ]
+    assert "amd-smi static --asic --vram --json` exited with 1" in notes
+
+
+@pytest.mark.parametrize(
+    "answer", [(0, "not json"), (2, ""), TimeoutError("hung"), (0, '{"error": 3}')]
+)
+def test_a_broken_amd_smi_gives_the_sysfs_layers(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], answer: Any
+) -> None:
+    gpus = fake.fake_amdgpus(2)
+    devices, _ = run_detect(MANAGER, host_with(tmp_path, gpus, listed=answer))
+    assert [(d.id, d.source, d.uuid) for d in devices] == [
+        ("0", "sysfs", gpus[0].rocr_uuid),
+        ("1", "sysfs", gpus[1].rocr_uuid),
+    ]
+
+
+def test_kfd_layer_skips_cpu_nodes_and_reads_the_bus_id(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    gpus = fake.fake_amdgpus(4)
+    devices, _ = run_detect(MANAGER, host_with(tmp_path, gpus))
+    assert [(d.id, d.pci_bus_id, d.uuid) for d in devices] == [
+        (str(n), g.bus_id, g.rocr_uuid) for n, g in enumerate(gpus)
+    ]
+    assert {d.type_label for d in devices} == {"AMD-Instinct-MI300X-OAM"}
+    assert devices[0].memory_bytes == 196592 * fake.MIB
+
+
+def test_kfd_partitions_are_devices_of_their_own(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    """In CPX mode one MI300X is several KFD nodes on one PCI function: each is a ROCr device."""
+    gpu = fake.fake_amdgpus(1)[0]
+    partitions = [dataclasses.replace(gpu, serial=gpu.serial + n, simd_count=152) for n in range(4)]
+    devices, _ = run_detect(MANAGER, host_with(tmp_path, partitions))
+    assert [d.id for d in devices] == ["0", "1", "2", "3"]
+    assert {d.pci_bus_id for d in devices} == {gpu.bus_id}
+
+
+def test_drm_layer_answers_without_kfd_and_counts_a_card_once(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    gpus = fake.fake_amdgpus(3)
+    host = host_with(tmp_path, gpus)
+    shutil.rmtree(tmp_path / KFD)
+    devices, _ = run_detect(MANAGER, host)
+    assert [(d.id, d.pci_bus_id, d.source) for d in devices] == [
+        (str(n), g.bus_id, "sysfs") for n, g in enumerate(gpus)
+    ]
+    assert {d.type_label for d in devices} == {"AMD-Instinct-MI300X-OAM"}
+
+
+def test_drm_ignores_other_vendors(tmp_path: pathlib.Path, run_detect: Callable[..., Any]) -> None:
+    fake.write_sysfs(tmp_path, fake.fake_amdgpus(1))
+    shutil.rmtree(tmp_path / KFD)
+    other = tmp_path / "sys/bus/pci/devices/0000:03:00.0"
+    other.mkdir(parents=True)
+    (other / "vendor").write_text("0x1a03\n")
+    (tmp_path / "sys/class/drm/card0").mkdir()
+    (tmp_path / "sys/class/drm/card0/device").symlink_to("/sys/bus/pci/devices/0000:03:00.0")
+    devices, _ = run_detect(MANAGER, accelkit.FakeHost(root=tmp_path))
+    assert [d.pci_bus_id for d in devices] == [fake.BUS_IDS[0]]
+
+
+def test_no_amd_stack_gives_no_devices(run_detect: Callable[..., Any]) -> None:
+    devices, notes = run_detect(MANAGER, accelkit.FakeHost())
+    assert devices == []
+    assert "amd-smi is not installed" in notes
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(listed=st.text(max_size=200), static=st.text(max_size=200))
+def test_any_amd_smi_output_never_raises(
+    run_detect: Callable[..., Any], listed: str, static: str
+) -> None:
+    commands = {fake.AMD_SMI_LIST_ARGV: (0, listed), fake.AMD_SMI_STATIC_ARGV: (0, static)}
+    devices, _ = run_detect(MANAGER, accelkit.FakeHost(commands=commands))
+    assert isinstance(devices, list)
+
+
+@settings(
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(
+                st.sampled_from(
+                    [
+                        "gpu",
+                        "bdf",
+                        "asic",
+                        "device_id",
+                        "vram",
+                        "size",
+                        "value",
+                        "unit",
+                        "market_name",
+                        "asic_serial",
+                    ]
+                ),
+                inner,
+                max_size=4,
+            )
+        ),
+        max_leaves=12,
+    )
+)
+def test_any_json_shape_from_amd_smi_never_raises(
+    run_detect: Callable[..., Any], data: Any
+) -> None:
+    text = json.dumps(data)
+    commands = {fake.AMD_SMI_LIST_ARGV: (0, text), fake.AMD_SMI_STATIC_ARGV: (0, text)}
+    devices, _ = run_detect(MANAGER, accelkit.FakeHost(commands=commands))
+    assert isinstance(devices, list)
+
+
+# -- part 3: fake hosts and the snapshot -------------------------------------------------------
+@pytest.mark.parametrize("count", [0, 1, 2, 8])
+def test_make_host_has_count_gpus(check_make_host: Callable[..., Any], count: int) -> None:
+    check_make_host(MANAGER, fake.make_host, count)
+
+
+def test_snapshot_of_an_mi300x_node(check_snapshot: Callable[..., Any]) -> None:
+    devices = check_snapshot(MANAGER, SNAPSHOT, 8, "AMD-Instinct-MI300X-OAM")
+    assert [d.uuid for d in devices] == [g.rocr_uuid for g in fake.fake_amdgpus(8)]
+
+
+def test_snapshot_sysfs_alone_gives_the_same_gpus() -> None:
+    by_command = MANAGER.detect(load_snapshot(SNAPSHOT))
+    by_sysfs = MANAGER.detect(accelkit.FakeHost(root=SNAPSHOT / "root"))
+    assert {d.source for d in by_sysfs} == {"sysfs"}
+    assert [(d.id, d.uuid, d.pci_bus_id, d.type_label, d.numa_node) for d in by_sysfs] == [
+        (d.id, d.uuid, d.pci_bus_id, d.type_label, d.numa_node) for d in by_command
+    ]

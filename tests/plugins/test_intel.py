@@ -1,0 +1,351 @@
+"""The Intel GPU plugin: its data sheet, stacks, integrated GPUs, each layer, fakes and snapshot."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+from typing import Any, Callable, Optional
+
+import accelkit
+import pytest
+from accelkit.snapshot import load_snapshot
+from accelkit.testing.fakes import intel as fake
+from accelkit_plugins.intel import IntelManager, dpctl_probe
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+SNAPSHOT = pathlib.Path(__file__).parents[2] / "examples" / "nodes" / "intel-max1550-4gpu"
+MANAGER = IntelManager()
+GIB = 1 << 30
+
+
+def host_with(
+    tmp_path: pathlib.Path,
+    cards: list[fake.FakeCard],
+    *,
+    xpu_smi: Any = None,
+    dpctl: Any = None,
+    env: Optional[dict[str, str]] = None,
+    sysfs: bool = True,
+) -> accelkit.FakeHost:
+    if sysfs:
+        fake.write_sysfs(tmp_path, cards)
+    commands = {} if xpu_smi is None else {fake.XPU_SMI_ARGV: xpu_smi}
+    modules = {} if dpctl is None else {"dpctl": dpctl}
+    return accelkit.FakeHost(root=tmp_path, env=env, commands=commands, modules=modules)
+
+
+# -- part 1: the data sheet --------------------------------------------------------------------
+def test_declares_the_intel_family() -> None:
+    assert MANAGER.contract_errors() == []
+    assert (MANAGER.name, MANAGER.resource_name) == ("intel", "GPU")
+    assert MANAGER.visible_devices_env_var == "ONEAPI_DEVICE_SELECTOR"
+    assert set(MANAGER.all_env_vars_read()) == {
+        "ONEAPI_DEVICE_SELECTOR",
+        "ZE_AFFINITY_MASK",
+        "ZE_FLAT_DEVICE_HIERARCHY",
+    }
+    assert (MANAGER.framework_device, MANAGER.collective_backend) == ("xpu", "xccl")
+    assert MANAGER.validate_quantity(0.5) == 5000
+
+
+def test_writes_the_level_zero_selector_and_unsets_the_mask() -> None:
+    assert MANAGER.visibility_env(["0", "3"]) == {
+        "ONEAPI_DEVICE_SELECTOR": "level_zero:0,3",
+        "ZE_AFFINITY_MASK": None,
+    }
+    assert MANAGER.visibility_env([" 1 "])["ONEAPI_DEVICE_SELECTOR"] == "level_zero:1"
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, None),
+        ({"ONEAPI_DEVICE_SELECTOR": ""}, []),
+        ({"ONEAPI_DEVICE_SELECTOR": "NoDevFiles"}, []),
+        ({"ONEAPI_DEVICE_SELECTOR": "level_zero:0,1"}, ["0", "1"]),
+        ({"ONEAPI_DEVICE_SELECTOR": " level_zero: 2 , 3 "}, ["2", "3"]),
+        ({"ONEAPI_DEVICE_SELECTOR": "0,1"}, ["0", "1"]),  # a bare list is accepted on read
+        ({"ONEAPI_DEVICE_SELECTOR": "level_zero:"}, []),
+        ({"ONEAPI_DEVICE_SELECTOR": "level_zero:*"}, None),
+        ({"ONEAPI_DEVICE_SELECTOR": "*:gpu"}, None),
+        ({"ONEAPI_DEVICE_SELECTOR": "opencl:0"}, []),
+        ({"ONEAPI_DEVICE_SELECTOR": "level_zero:1;opencl:*"}, ["1"]),
+        ({"ZE_AFFINITY_MASK": "2,3"}, ["2", "3"]),
+        ({"ZE_AFFINITY_MASK": ""}, []),
+        # the selector's indices are relative to the mask's list
+        ({"ZE_AFFINITY_MASK": "4,5,6", "ONEAPI_DEVICE_SELECTOR": "level_zero:1"}, ["5"]),
+        ({"ZE_AFFINITY_MASK": "4,5,6", "ONEAPI_DEVICE_SELECTOR": "2,0"}, ["6", "4"]),
+        ({"ZE_AFFINITY_MASK": "4", "ONEAPI_DEVICE_SELECTOR": "level_zero:3"}, []),
+        ({"ZE_AFFINITY_MASK": "4,5", "ONEAPI_DEVICE_SELECTOR": "level_zero:*"}, ["4", "5"]),
+        ({"ZE_FLAT_DEVICE_HIERARCHY": "COMPOSITE"}, None),
+    ],
+)
+def test_reads_the_mask_first_then_the_selector(
+    env: dict[str, str], expected: list[str] | None
+) -> None:
+    assert MANAGER.read_visible(env) == expected
+
+
+TEXT = st.one_of(st.none(), st.text(alphabet="level_zro:*;!0123456789,. gpuNoDvFis", max_size=30))
+
+
+@settings(max_examples=300, deadline=None)
+@given(mask=TEXT, selector=TEXT)
+def test_any_mask_and_selector_read_without_raising(
+    mask: Optional[str], selector: Optional[str]
+) -> None:
+    env = {
+        k: v
+        for k, v in (("ZE_AFFINITY_MASK", mask), ("ONEAPI_DEVICE_SELECTOR", selector))
+        if v is not None
+    }
+    ids = MANAGER.read_visible(env)
+    assert ids is None or all(
+        token and token.strip() == token and "," not in token for token in ids
+    )
+
+
+@given(st.lists(st.integers(min_value=0, max_value=15).map(str), max_size=8))
+def test_written_ids_read_back_the_same(ids: list[str]) -> None:
+    env = {"ZE_AFFINITY_MASK": "9", **MANAGER.visibility_env(ids)}
+    assert MANAGER.read_visible({k: v for k, v in env.items() if v is not None}) == ids
+
+
+@pytest.mark.parametrize(
+    ("name", "label"),
+    [
+        ("Intel(R) Data Center GPU Max 1550", "Intel-GPU-Max-1550"),
+        ("Intel(R) Data Center GPU Max 1100", "Intel-GPU-Max-1100"),
+        ("Intel(R) Data Center GPU Flex 170", "Intel-GPU-Flex-170"),
+        ("Intel(R) Arc(TM) A770 Graphics", "Intel-Arc-A770"),
+        ("Intel(R) Arc(TM) Pro A60 Graphics", "Intel-Arc-Pro-A60"),
+        ("Intel(R) Arc(TM) B580 Graphics", "Intel-Arc-B580"),
+    ],
+)
+def test_type_labels(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], name: str, label: str
+) -> None:
+    card = fake.FakeCard(fake.BUS_IDS[1], device_id=0x1234, name=name)
+    devices, _ = run_detect(
+        MANAGER, host_with(tmp_path, [card], xpu_smi=(0, fake.xpu_smi_output([card])))
+    )
+    assert {(d.model, d.type_label) for d in devices} == {(name, label)}  # a Max 1550: 2 stacks
+
+
+# -- part 2: detection -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("hierarchy", "ids_per_card"),
+    [(None, [2, 2, 1]), ("FLAT", [2, 2, 1]), ("COMPOSITE", [1, 1, 1]), ("combined", [1, 1, 1])],
+)
+def test_root_devices_follow_the_hierarchy_mode(
+    tmp_path: pathlib.Path,
+    run_detect: Callable[..., Any],
+    hierarchy: Optional[str],
+    ids_per_card: list[int],
+) -> None:
+    cards = fake.fake_cards(5)  # two Max 1550, one Max 1100
+    env = {} if hierarchy is None else {"ZE_FLAT_DEVICE_HIERARCHY": hierarchy}
+    devices, _ = run_detect(
+        MANAGER, host_with(tmp_path, cards, xpu_smi=(0, fake.xpu_smi_output(cards)), env=env)
+    )
+    assert [d.id for d in devices] == [str(n) for n in range(sum(ids_per_card))]
+    per_card = [sum(d.pci_bus_id == c.bus_id for d in devices) for c in cards]
+    assert per_card == ids_per_card
+    assert [d.parent for d in devices] == [None] * len(devices)  # a stack is a root device
+
+
+def test_stacks_share_the_card_but_not_its_uuid(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    cards = fake.fake_cards(3)
+    devices, _ = run_detect(
+        MANAGER, host_with(tmp_path, cards, xpu_smi=(0, fake.xpu_smi_output(cards)))
+    )
+    assert [(d.pci_bus_id, d.uuid) for d in devices] == [
+        (cards[0].bus_id, None),
+        (cards[0].bus_id, None),
+        (cards[1].bus_id, cards[1].uuid),
+    ]
+    assert [d.type_label for d in devices] == ["Intel-GPU-Max-1550"] * 2 + ["Intel-GPU-Max-1100"]
+    assert {d.source for d in devices} == {"command"}
+
+
+def test_old_xpu_smi_names_are_resolved_by_pci_id(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    card = fake.FakeCard(fake.BUS_IDS[0], name="Intel(R) Graphics [0x0bd5]")
+    devices, _ = run_detect(
+        MANAGER, host_with(tmp_path, [card], xpu_smi=(0, fake.xpu_smi_output([card])))
+    )
+    assert [(d.id, d.type_label, d.model) for d in devices] == [
+        ("0", "Intel-GPU-Max-1550", "Max 1550"),
+        ("1", "Intel-GPU-Max-1550", "Max 1550"),
+    ]
+
+
+def test_sysfs_layer_skips_other_vendors_and_drivers(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    cards = [
+        fake.FakeCard(fake.BUS_IDS[0], 0x0BDA, driver="xe"),
+        fake.FakeCard(fake.BUS_IDS[1], 0x0BDA, driver="vfio-pci"),  # passed through to a VM
+        fake.FakeCard(fake.BUS_IDS[2], 0x56C0),
+    ]
+    devices, notes = run_detect(MANAGER, host_with(tmp_path, cards))
+    assert [(d.id, d.pci_bus_id, d.type_label, d.source) for d in devices] == [
+        ("0", fake.BUS_IDS[0], "Intel-GPU-Max-1100", "sysfs"),
+        ("1", fake.BUS_IDS[2], "Intel-GPU-Flex-170", "sysfs"),
+    ]
+    assert "xpu-smi is not installed" in notes
+
+
+def test_an_integrated_gpu_keeps_its_ordinal_and_is_not_offered(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    arc = fake.FakeCard("0000:04:00.0", 0x56A0, "Intel(R) Arc(TM) A770 Graphics")
+    devices, notes = run_detect(MANAGER, host_with(tmp_path, [fake.INTEGRATED, arc], sysfs=True))
+    assert [(d.id, d.pci_bus_id, d.type_label) for d in devices] == [
+        ("1", arc.bus_id, "Intel-Arc-A770")
+    ]
+    assert "integrated GPU: counted, not offered" in notes
+
+
+def test_an_integrated_gpu_in_xpu_smi_is_not_offered(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    cards = [fake.INTEGRATED, *fake.fake_cards(2)]
+    devices, _ = run_detect(
+        MANAGER, host_with(tmp_path, cards, xpu_smi=(0, fake.xpu_smi_output(cards)))
+    )
+    assert [d.id for d in devices] == ["1", "2"]
+
+
+def test_dpctl_gives_root_devices_as_sycl_sees_them(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    roots = [
+        ("Intel(R) UHD Graphics 770", 30 * GIB),
+        ("Intel(R) Data Center GPU Max 1550", 64 * GIB),
+        ("Intel(R) Data Center GPU Max 1550", 64 * GIB),
+    ]
+    host = host_with(tmp_path, [], dpctl=fake.fake_dpctl(roots))
+    devices, notes = run_detect(MANAGER, host)
+    assert [(d.id, d.type_label, d.memory_bytes, d.source) for d in devices] == [
+        ("1", "Intel-GPU-Max-1550", 64 * GIB, "library"),
+        ("2", "Intel-GPU-Max-1550", 64 * GIB, "library"),
+    ]
+    assert "UHD Graphics 770 (no bus id) is an integrated GPU" in notes
+
+
+def test_dpctl_probe_returns_plain_data_and_needs_dpctl() -> None:
+    with pytest.raises(ImportError):
+        dpctl_probe(lambda name: __import__("accelkit_no_such_module"))
+    found = dpctl_probe(
+        lambda name: fake.fake_dpctl([("Intel(R) Arc(TM) A770 Graphics", 16 * GIB)])
+    )
+    assert found == [["Intel(R) Arc(TM) A770 Graphics", 16 * GIB]]
+    assert json.loads(json.dumps(found)) == found  # crosses the probe process boundary
+
+
+@pytest.mark.parametrize("variable", ["ZE_AFFINITY_MASK", "ONEAPI_DEVICE_SELECTOR"])
+def test_dpctl_is_skipped_when_the_node_restricts_what_it_sees(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], variable: str
+) -> None:
+    cards = fake.fake_cards(2)
+    dpctl = fake.fake_dpctl([("Intel(R) Data Center GPU Max 1550", 64 * GIB)])
+    host = host_with(
+        tmp_path, cards, dpctl=dpctl, xpu_smi=(0, fake.xpu_smi_output(cards)), env={variable: "0"}
+    )
+    devices, notes = run_detect(MANAGER, host)
+    assert [(d.id, d.source) for d in devices] == [("0", "command"), ("1", "command")]
+    assert "dpctl would see only the devices" in notes
+
+
+def test_a_failing_dpctl_probe_gives_the_next_layer(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    dpctl = fake.fake_dpctl([])
+
+    def broken(**_: str) -> list[Any]:
+        raise RuntimeError("No device of requested type available")
+
+    dpctl.get_devices = broken
+    cards = fake.fake_cards(2)
+    devices, notes = run_detect(MANAGER, host_with(tmp_path, cards, dpctl=dpctl))
+    assert [(d.id, d.source) for d in devices] == [("0", "sysfs"), ("1", "sysfs")]
+    assert "probe accelkit_plugins.intel.dpctl_probe failed" in notes
+
+
+@pytest.mark.parametrize(
+    "answer", [(0, "garbage"), (1, ""), TimeoutError("hung"), (0, '{"device_list": 3}')]
+)
+def test_a_broken_xpu_smi_gives_the_sysfs_layer(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], answer: Any
+) -> None:
+    cards = fake.fake_cards(2)
+    devices, _ = run_detect(MANAGER, host_with(tmp_path, cards, xpu_smi=answer))
+    assert [(d.id, d.source) for d in devices] == [("0", "sysfs"), ("1", "sysfs")]
+
+
+def test_no_intel_gpu_gives_no_devices(run_detect: Callable[..., Any]) -> None:
+    devices, notes = run_detect(MANAGER, accelkit.FakeHost())
+    assert devices == []
+    assert "no detection layer answered" in notes
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.text(max_size=300))
+def test_any_xpu_smi_output_never_raises(run_detect: Callable[..., Any], output: str) -> None:
+    devices, _ = run_detect(MANAGER, accelkit.FakeHost(commands={fake.XPU_SMI_ARGV: (0, output)}))
+    assert isinstance(devices, list)
+
+
+@settings(
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.dictionaries(
+            st.sampled_from(["device_name", "pci_device_id", "uuid", "pci_bdf_address"]),
+            st.none() | st.integers() | st.text(max_size=12),
+        ),
+        max_size=3,
+    )
+)
+def test_any_xpu_smi_records_never_raise(
+    run_detect: Callable[..., Any], records: list[dict[str, Any]]
+) -> None:
+    output = json.dumps({"device_list": records})
+    devices, _ = run_detect(MANAGER, accelkit.FakeHost(commands={fake.XPU_SMI_ARGV: (0, output)}))
+    assert len(devices) <= 2 * len(records)
+
+
+# -- part 3: fake hosts and the snapshot -------------------------------------------------------
+@pytest.mark.parametrize("count", [0, 1, 2, 3, 4, 8])
+def test_make_host_has_count_root_devices(check_make_host: Callable[..., Any], count: int) -> None:
+    check_make_host(MANAGER, fake.make_host, count)
+
+
+def test_snapshot_of_a_four_card_max_1550_server(check_snapshot: Callable[..., Any]) -> None:
+    devices = check_snapshot(MANAGER, SNAPSHOT, 8, "Intel-GPU-Max-1550")  # 4 cards x 2 stacks
+    assert len({d.pci_bus_id for d in devices}) == 4
+
+
+def test_snapshot_in_composite_mode_has_one_device_per_card() -> None:
+    replay = load_snapshot(SNAPSHOT)
+    data = json.loads((SNAPSHOT / "snapshot.json").read_text())
+    composite = accelkit.FakeHost(
+        root=SNAPSHOT / "root",
+        env={"ZE_FLAT_DEVICE_HIERARCHY": "COMPOSITE"},
+        commands={tuple(c["argv"]): (c["returncode"], c["stdout"]) for c in data["commands"]},
+    )
+    assert len(MANAGER.detect(replay)) == 8
+    assert [d.id for d in MANAGER.detect(composite)] == ["0", "1", "2", "3"]
+    by_sysfs = MANAGER.detect(accelkit.FakeHost(root=os.fspath(SNAPSHOT / "root")))
+    assert [(d.id, d.pci_bus_id) for d in by_sysfs] == [
+        (d.id, d.pci_bus_id) for d in MANAGER.detect(replay)
+    ]

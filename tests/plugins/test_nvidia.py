@@ -1,0 +1,427 @@
+"""The NVIDIA plugin: its data sheet, each detection layer, MIG, the fake host and the snapshot."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from typing import Any, Callable
+
+import accelkit
+import pytest
+from accelkit.snapshot import load_snapshot
+from accelkit.testing.fakes import nvidia as fake
+from accelkit_plugins.nvidia import NvidiaManager
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+SNAPSHOT = pathlib.Path(__file__).parents[2] / "examples" / "nodes" / "nvidia-h100-8gpu"
+MANAGER = NvidiaManager()
+A100_MIGS = (
+    fake.FakeMig("MIG-11111111-2222-3333-4444-000000000001"),
+    fake.FakeMig(
+        "MIG-11111111-2222-3333-4444-000000000002",
+        "NVIDIA A100-SXM4-40GB MIG 3g.20gb",
+        19968 * fake.MIB,
+    ),
+)
+
+
+def host_with(
+    tmp_path: pathlib.Path,
+    gpus: list[fake.FakeGpu],
+    *,
+    nvml: Any = None,
+    smi: Any = None,
+    proc: bool = False,
+    env: dict[str, str] | None = None,
+) -> accelkit.FakeHost:
+    """A host with the given layers: NVML module, nvidia-smi answer, /proc files (and sysfs)."""
+    fake.write_sysfs(tmp_path, gpus)
+    if proc:
+        fake.write_proc(tmp_path, gpus)
+    commands = {} if smi is None else {fake.NVIDIA_SMI_ARGV: smi}
+    modules = {} if nvml is None else {"pynvml": nvml}
+    return accelkit.FakeHost(root=tmp_path, env=env, commands=commands, modules=modules)
+
+
+# -- part 1: the data sheet --------------------------------------------------------------------
+def test_declares_the_nvidia_family() -> None:
+    assert MANAGER.contract_errors() == []
+    assert (MANAGER.name, MANAGER.resource_name) == ("nvidia", "GPU")
+    assert MANAGER.visible_devices_env_var == "CUDA_VISIBLE_DEVICES"
+    assert set(MANAGER.all_env_vars_read()) == {
+        "CUDA_VISIBLE_DEVICES",
+        "CUDA_DEVICE_ORDER",
+        "NVIDIA_VISIBLE_DEVICES",
+    }
+    assert (MANAGER.framework_device, MANAGER.collective_backend) == ("cuda", "nccl")
+    assert MANAGER.placement is accelkit.LOWEST_FREE
+    assert accelkit.get_manager("nvidia").name == "nvidia"
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, None),
+        ({"CUDA_VISIBLE_DEVICES": ""}, []),
+        ({"CUDA_VISIBLE_DEVICES": "NoDevFiles"}, []),
+        ({"CUDA_VISIBLE_DEVICES": "  NoDevFiles "}, []),
+        ({"CUDA_VISIBLE_DEVICES": " 0, 1 ,2 "}, ["0", "1", "2"]),
+        ({"CUDA_VISIBLE_DEVICES": "3,1"}, ["3", "1"]),
+        (
+            {"CUDA_VISIBLE_DEVICES": "GPU-8932f937,MIG-0a1b2c3d-1111"},
+            ["GPU-8932f937", "MIG-0a1b2c3d-1111"],
+        ),
+        # CUDA stops at the first token it cannot read: "-1" hides every GPU
+        ({"CUDA_VISIBLE_DEVICES": "-1"}, []),
+        ({"CUDA_VISIBLE_DEVICES": "0,1,bogus,2"}, ["0", "1"]),
+        # the container layer holds host ids and is never read as CUDA ids
+        ({"NVIDIA_VISIBLE_DEVICES": "0,1"}, None),
+        ({"NVIDIA_VISIBLE_DEVICES": "all"}, None),
+        ({"NVIDIA_VISIBLE_DEVICES": "none"}, None),
+        ({"NVIDIA_VISIBLE_DEVICES": "void"}, None),
+        ({"NVIDIA_VISIBLE_DEVICES": "4,5", "CUDA_VISIBLE_DEVICES": "1"}, ["1"]),
+        ({"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, None),
+    ],
+)
+def test_reads_cuda_visible_devices(env: dict[str, str], expected: list[str] | None) -> None:
+    assert MANAGER.read_visible(env) == expected
+
+
+def test_writes_ids_and_the_pci_bus_order() -> None:
+    assert MANAGER.visibility_env(["0", "3"]) == {
+        "CUDA_VISIBLE_DEVICES": "0,3",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+    }
+    assert MANAGER.visibility_env([" 2 "])["CUDA_VISIBLE_DEVICES"] == "2"
+    mig = "MIG-11111111-2222-3333-4444-000000000001"
+    assert MANAGER.visibility_env([mig])["CUDA_VISIBLE_DEVICES"] == mig
+    assert MANAGER.visibility_env([])["CUDA_VISIBLE_DEVICES"] == ""
+    assert MANAGER.read_visible(MANAGER.visibility_env([])) == []  # type: ignore[arg-type]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=" ,0123456789GPUMI-abcdefNoDevFils\t", max_size=40))
+def test_reading_any_value_never_raises_and_gives_clean_tokens(value: str) -> None:
+    ids = MANAGER.read_visible({"CUDA_VISIBLE_DEVICES": value})
+    assert ids is not None
+    assert all(token and token.strip() == token and "," not in token for token in ids)
+
+
+@given(st.lists(st.integers(min_value=0, max_value=63).map(str), max_size=8))
+def test_written_ids_read_back_the_same(ids: list[str]) -> None:
+    env = {k: v for k, v in MANAGER.visibility_env(ids).items() if v is not None}
+    assert MANAGER.read_visible(env) == ids
+    assert not any(ch.isspace() for value in env.values() for ch in value)
+
+
+def test_an_index_names_a_whole_gpu_and_a_uuid_may_be_a_prefix() -> None:
+    gpu = accelkit.Device("2", index=2, uuid="GPU-8932f937-d72c-4106-c12f-20bd9faed9f6")
+    mig = accelkit.Device(A100_MIGS[0].uuid, index=2, uuid=A100_MIGS[0].uuid, parent="0")
+    assert MANAGER.matches("2", gpu)
+    assert MANAGER.matches("GPU-8932f937", gpu)
+    assert MANAGER.matches(gpu.uuid or "", gpu)
+    assert not MANAGER.matches("GPU-", gpu)
+    assert not MANAGER.matches("GPU-0000", gpu)
+    assert not MANAGER.matches("2", mig)  # a MIG instance is never named by an index
+    assert MANAGER.matches(A100_MIGS[0].uuid, mig)
+    assert MANAGER.matches("MIG-11111111", mig)
+
+
+def test_gpus_may_be_shared_and_mig_instances_are_whole_one_per_grant() -> None:
+    assert MANAGER.validate_quantity(0.5) == 5000
+    assert MANAGER.validate_quantity(2) == 20000
+    with pytest.raises(accelkit.InvalidRequest):
+        MANAGER.validate_quantity(1.5)
+    assert MANAGER.partitions_per_grant == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "label"),
+    [
+        ("NVIDIA H100 80GB HBM3", "H100"),
+        ("Tesla V100-SXM2-16GB", "V100"),
+        ("NVIDIA A100-SXM4-40GB", "A100"),
+        ("NVIDIA A100 80GB PCIe", "A100"),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "RTX-PRO-6000"),
+        ("NVIDIA H200", "H200"),
+        ("NVIDIA H20", "H20"),
+        ("NVIDIA H100 NVL", "H100"),
+        ("NVIDIA GH200 480GB", "GH200"),
+        ("NVIDIA B200", "B200"),
+        ("NVIDIA GB200", "GB200"),
+        ("NVIDIA L4", "L4"),
+        ("NVIDIA L40S", "L40S"),
+        ("NVIDIA L40", "L40"),
+        ("NVIDIA A10G", "A10G"),
+        ("NVIDIA A10", "A10"),
+        ("Tesla T4", "T4"),
+        ("Tesla P100-PCIE-16GB", "P100"),
+        ("NVIDIA GeForce RTX 4090", "GeForce-RTX-4090"),
+        ("Quadro RTX 8000", "Quadro-RTX-8000"),
+    ],
+)
+def test_type_labels(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], name: str, label: str
+) -> None:
+    gpu = dataclasses.replace(fake.fake_gpus(1)[0], name=name)
+    devices, _ = run_detect(
+        MANAGER, host_with(tmp_path, [gpu], smi=(0, fake.nvidia_smi_output([gpu])))
+    )
+    assert [(d.model, d.type_label) for d in devices] == [(name, label)]
+
+
+# -- part 2: detection -------------------------------------------------------------------------
+def test_nvml_gives_every_fact_and_always_shuts_down(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    gpus = fake.fake_gpus(8)
+    nvml = fake.fake_pynvml(gpus)
+    devices, notes = run_detect(MANAGER, host_with(tmp_path, gpus, nvml=nvml))
+    assert [d.id for d in devices] == [str(n) for n in range(8)]
+    assert [d.index for d in devices] == list(range(8))
+    assert {d.source for d in devices} == {"library"}
+    assert [d.pci_bus_id for d in devices] == list(fake.BUS_IDS)
+    assert [d.numa_node for d in devices] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert devices[5].uuid == "GPU-00000000-0000-0000-0000-000000000005"
+    assert devices[0].memory_bytes == 81559 * fake.MIB
+    assert devices[0].model == "NVIDIA H100 80GB HBM3"
+    assert nvml.calls == {"nvmlInit": 1, "nvmlShutdown": 1}
+    assert "8 device(s) from the library layer" in notes
+
+
+def test_nvml_bytes_from_older_bindings_are_decoded(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    gpus = fake.fake_gpus(2)
+    devices, _ = run_detect(
+        MANAGER, host_with(tmp_path, gpus, nvml=fake.fake_pynvml(gpus, text_as_bytes=True))
+    )
+    assert [(d.model, d.uuid, d.pci_bus_id) for d in devices] == [
+        (g.name, g.uuid, g.bus_id) for g in gpus
+    ]
+
+
+def test_an_nvml_that_cannot_start_gives_the_next_layer(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    gpus = fake.fake_gpus(2)
+    nvml = fake.fake_pynvml(gpus)
+
+    def broken_init() -> None:
+        raise nvml.NVMLError("Driver Not Loaded")
+
+    nvml.nvmlInit = broken_init
+    host = host_with(tmp_path, gpus, nvml=nvml, smi=(0, fake.nvidia_smi_output(gpus)))
+    devices, notes = run_detect(MANAGER, host)
+    assert [d.source for d in devices] == ["command", "command"]
+    assert "library layer failed: NVMLError: Driver Not Loaded" in notes
+    assert nvml.calls["nvmlShutdown"] == 0
+
+
+def test_nvml_failing_half_way_is_still_shut_down(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    gpus = fake.fake_gpus(2)
+    nvml = fake.fake_pynvml(gpus)
+
+    def broken_name(handle: object) -> str:
+        raise nvml.NVMLError("Unknown Error")
+
+    nvml.nvmlDeviceGetName = broken_name
+    devices, notes = run_detect(MANAGER, host_with(tmp_path, gpus, nvml=nvml, proc=True))
+    assert nvml.calls == {"nvmlInit": 1, "nvmlShutdown": 1}
+    assert [d.source for d in devices] == ["sysfs", "sysfs"]
+    assert "warning: library layer failed" in notes
+
+
+def mig_node() -> list[fake.FakeGpu]:
+    """GPU 0: MIG on with two instances; GPU 1: no MIG; GPU 2: MIG-capable, MIG off."""
+    gpus = fake.fake_gpus(3, name="NVIDIA A100-SXM4-40GB")
+    return [
+        dataclasses.replace(gpus[0], migs=A100_MIGS),
+        gpus[1],
+        dataclasses.replace(gpus[2], migs=(), mig_mode=0),
+    ]
+
+
+def test_mig_instances_replace_their_gpu(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    gpus = mig_node()
+    devices, _ = run_detect(MANAGER, host_with(tmp_path, gpus, nvml=fake.fake_pynvml(gpus)))
+    assert [d.id for d in devices] == [A100_MIGS[0].uuid, A100_MIGS[1].uuid, "1", "2"]
+    first, second = devices[:2]
+    assert (first.parent, first.type_label, first.uuid) == ("0", "A100-1g.5gb", A100_MIGS[0].uuid)
+    assert (second.parent, second.type_label) == ("0", "A100-3g.20gb")
+    assert second.memory_bytes == 19968 * fake.MIB
+    assert first.pci_bus_id == fake.BUS_IDS[0] and first.index is None
+    assert [d.parent for d in devices[2:]] == [None, None]
+    assert "0" not in {d.id for d in devices}  # never handed out by its parent index
+
+
+def test_mig_instances_are_devices_on_the_node(tmp_path: pathlib.Path) -> None:
+    gpus = mig_node()
+    host = host_with(tmp_path, gpus, nvml=fake.fake_pynvml(gpus))
+    node = accelkit.detect_node(host)
+    nvidia = node.devices_of("nvidia")
+    assert [d.id for d in nvidia] == [A100_MIGS[0].uuid, A100_MIGS[1].uuid, "1", "2"]
+    assert node.resources["GPU"] == 4.0
+    assert node.resources["accelerator_type:A100-1g.5gb"] == 1.0
+    assert node.resources["accelerator_type:A100"] == 1.0
+
+
+def test_a_mig_gpu_without_instances_is_left_out(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    gpus = [dataclasses.replace(g, migs=()) for g in fake.fake_gpus(2)]
+    devices, notes = run_detect(MANAGER, host_with(tmp_path, gpus, nvml=fake.fake_pynvml(gpus)))
+    assert devices == []
+    assert "warning: GPU 0 is left out: MIG is enabled and it has no MIG instances" in notes
+
+
+def test_mig_instances_nvml_cannot_list_leave_the_gpu_out(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    gpus = mig_node()
+    nvml = fake.fake_pynvml(gpus)
+
+    def broken_count(handle: object) -> int:
+        raise nvml.NVMLError("Insufficient Permissions")
+
+    nvml.nvmlDeviceGetMaxMigDeviceCount = broken_count
+    host = host_with(tmp_path, gpus, nvml=nvml, smi=(0, fake.nvidia_smi_output(gpus)))
+    devices, notes = run_detect(MANAGER, host)
+    assert [d.id for d in devices] == ["1", "2"]
+    assert "Insufficient Permissions" in notes
+    assert "warning: GPU 0 is left out: MIG is enabled" in notes
+    assert nvml.calls["nvmlShutdown"] == 1
+
+
+def test_nvidia_smi_layer(tmp_path: pathlib.Path, run_detect: Callable[..., Any]) -> None:
+    gpus = fake.fake_gpus(8)
+    devices, notes = run_detect(
+        MANAGER, host_with(tmp_path, gpus, smi=(0, fake.nvidia_smi_output(gpus)))
+    )
+    assert [d.id for d in devices] == [str(n) for n in range(8)]
+    assert {d.source for d in devices} == {"command"}
+    assert devices[4].pci_bus_id == "0000:9a:00.0"  # "00000000:9A:00.0" as nvidia-smi prints it
+    assert devices[4].numa_node == 1
+    assert devices[0].memory_bytes == 81559 * fake.MIB
+    assert "Python library pynvml is not installed" in notes
+
+
+def test_nvidia_smi_leaves_mig_gpus_out(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    gpus = mig_node()
+    devices, notes = run_detect(
+        MANAGER, host_with(tmp_path, gpus, smi=(0, fake.nvidia_smi_output(gpus)))
+    )
+    assert [d.id for d in devices] == ["1", "2"]
+    assert "warning: GPU 0 is left out: MIG is enabled; MIG instances are listed only" in notes
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected_note"),
+    [
+        (
+            (9, "", "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"),
+            "exited with 9",
+        ),
+        (TimeoutError("nvidia-smi did not finish within 10s"), "error: `nvidia-smi"),
+        ((0, "No devices were found\n"), "had no usable rows"),
+        ((0, "x, y, z, w, v, u\n"), "command layer failed"),
+    ],
+)
+def test_a_broken_nvidia_smi_gives_the_proc_layer(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], answer: Any, expected_note: str
+) -> None:
+    gpus = fake.fake_gpus(2)
+    devices, notes = run_detect(MANAGER, host_with(tmp_path, gpus, smi=answer, proc=True))
+    assert [(d.id, d.source) for d in devices] == [("0", "sysfs"), ("1", "sysfs")]
+    assert expected_note in notes
+
+
+def test_proc_layer_numbers_by_bus_id_not_device_minor(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    gpus = fake.fake_gpus(4)
+    devices, _ = run_detect(MANAGER, host_with(tmp_path, gpus, proc=True))
+    assert [g.minor for g in gpus] == [4, 5, 6, 7]
+    assert [(d.id, d.pci_bus_id, d.uuid) for d in devices] == [
+        (str(n), g.bus_id, g.uuid) for n, g in enumerate(gpus)
+    ]
+    assert {d.type_label for d in devices} == {"H100"}
+    assert devices[0].memory_bytes is None
+
+
+def test_proc_layer_leaves_gpus_with_mig_instances_out(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    devices, notes = run_detect(MANAGER, host_with(tmp_path, mig_node(), proc=True))
+    assert [d.id for d in devices] == ["1", "2"]
+    assert "GPU 0 is left out: it has MIG instances" in notes
+
+
+def test_an_unreadable_information_file_is_not_fatal(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    gpus = fake.fake_gpus(2)
+    host = host_with(tmp_path, gpus, proc=True)
+    (tmp_path / "proc/driver/nvidia/gpus" / gpus[1].bus_id / "information").write_bytes(b"\0\x01")
+    devices, _ = run_detect(MANAGER, host)
+    assert [(d.id, d.type_label) for d in devices] == [("0", "H100"), ("1", None)]
+    assert devices[1].pci_bus_id == gpus[1].bus_id
+
+
+def test_no_nvidia_stack_gives_no_devices(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    devices, notes = run_detect(MANAGER, accelkit.FakeHost(root=tmp_path))
+    assert devices == []
+    assert "nvidia-smi is not installed" in notes
+    assert "no detection layer answered" in notes
+
+
+def test_mixed_models_are_reported_per_device(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    gpus = fake.fake_gpus(2)
+    gpus[1] = dataclasses.replace(gpus[1], name="Tesla T4", memory_bytes=15360 * fake.MIB)
+    devices, _ = run_detect(MANAGER, host_with(tmp_path, gpus, nvml=fake.fake_pynvml(gpus)))
+    assert [d.type_label for d in devices] == ["H100", "T4"]
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.text(max_size=300))
+def test_any_nvidia_smi_output_never_raises(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], output: str
+) -> None:
+    devices, _ = run_detect(
+        MANAGER, accelkit.FakeHost(root=tmp_path, commands={"nvidia-smi": (0, output)})
+    )
+    assert isinstance(devices, list)
+
+
+# -- part 3: fake hosts and the snapshot -------------------------------------------------------
+@pytest.mark.parametrize("count", [0, 1, 2, 8])
+def test_make_host_has_count_gpus(check_make_host: Callable[..., Any], count: int) -> None:
+    check_make_host(MANAGER, fake.make_host, count)
+
+
+def test_snapshot_of_an_h100_node(check_snapshot: Callable[..., Any]) -> None:
+    devices = check_snapshot(MANAGER, SNAPSHOT, 8, "H100")
+    assert [d.numa_node for d in devices] == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+def test_snapshot_proc_files_alone_give_the_same_gpus(tmp_path: pathlib.Path) -> None:
+    replay = load_snapshot(SNAPSHOT)
+    without_smi = accelkit.FakeHost(root=SNAPSHOT / "root", env=dict(replay.env))
+    by_proc = MANAGER.detect(without_smi)
+    by_smi = MANAGER.detect(replay)
+    assert [(d.id, d.uuid, d.pci_bus_id, d.type_label) for d in by_proc] == [
+        (d.id, d.uuid, d.pci_bus_id, d.type_label) for d in by_smi
+    ]

@@ -1,0 +1,108 @@
+"""``accelkit plugins`` as users run it: a subprocess over the real entry points."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from accelkit import registry
+from fake_dists import PLUGIN_VARS, FakeSite
+
+BUILTINS = ["nvidia", "amd", "intel", "neuron", "tpu", "gaudi", "ascend", "hints"]
+
+
+def accelkit(
+    *args: str, pythonpath: Path | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run ``accelkit ARGS`` with only the plugin variables given here."""
+    environ = {k: v for k, v in os.environ.items() if k not in PLUGIN_VARS}
+    if pythonpath is not None:
+        environ["PYTHONPATH"] = os.pathsep.join([str(pythonpath), environ.get("PYTHONPATH", "")])
+    return subprocess.run(
+        [sys.executable, "-m", "accelkit.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**environ, **env},
+    )
+
+
+def test_json_lists_builtins_then_the_installed_example() -> None:
+    result = accelkit("plugins", "--json")
+    assert result.returncode == 0, result.stderr
+    records = json.loads(result.stdout)
+    assert [r["name"] for r in records[: len(BUILTINS)]] == BUILTINS
+    example = [r for r in records if r["name"] == "acme"]
+    assert example == [
+        {
+            "name": "acme",
+            "module": "accelkit_example",
+            "origin": "entry-point",
+            "dist": "accelkit-example",
+            "version": "0.1.0",
+            "status": "ok",
+            "error": None,
+            "families": ["acme"],
+        }
+    ], "install it: python3 -m pip install -e examples/accelkit-example"
+
+
+def test_table_shows_each_plugin_with_its_distribution_and_status() -> None:
+    result = accelkit("plugins", ACCELKIT_DISABLE_PLUGINS="gaudi")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "ORIGIN", "DISTRIBUTION", "STATUS", "FAMILIES", "NOTE"]
+    rows = {line.split()[0]: line.split() for line in lines[1:]}
+    assert rows["nvidia"] == ["nvidia", "builtin", "accelkit", "0.1.0", "ok", "nvidia"]
+    assert rows["gaudi"][4:] == ["disabled", "-", "blocked", "by", "ACCELKIT_DISABLE_PLUGINS"]
+    assert rows["acme"] == ["acme", "entry-point", "accelkit-example", "0.1.0", "ok", "acme"]
+
+
+def test_a_broken_installed_plugin_is_shown_and_exits_1(tmp_path: Path) -> None:
+    site = FakeSite(tmp_path)
+    site.add("accelkit-flaky", {"flaky": "flaky_plugin"}, {"flaky_plugin": "1 / 0\n"}, "0.2")
+    result = accelkit("plugins", pythonpath=tmp_path)
+    assert result.returncode == 1
+    row = next(line for line in result.stdout.splitlines() if line.startswith("flaky "))
+    assert row.split()[1:5] == ["entry-point", "accelkit-flaky", "0.2", "error"]
+    assert row.endswith("import failed: ZeroDivisionError: division by zero")
+    assert "PluginWarning" not in result.stderr, "the table already says it"
+
+
+def test_autoload_off_says_so_and_a_missing_required_plugin_exits_1() -> None:
+    result = accelkit(
+        "plugins", ACCELKIT_DISABLE_PLUGIN_AUTOLOAD="1", ACCELKIT_REQUIRE_PLUGINS="ghost"
+    )
+    assert result.returncode == 1
+    assert "acme" not in result.stdout
+    assert "ACCELKIT_DISABLE_PLUGIN_AUTOLOAD is set: third-party plugins were not loaded." in (
+        result.stdout
+    )
+    assert result.stderr.startswith(
+        "accelkit plugins: ACCELKIT_REQUIRE_PLUGINS names plugins that are not in use: 'ghost' is "
+        "not installed"
+    )
+
+
+def test_host_counts_each_familys_devices(tmp_path: Path) -> None:
+    from accelkit_example.fakes import make_host
+
+    root = tmp_path / "snap" / "root"
+    root.mkdir(parents=True)
+    make_host(2, root)
+    manifest = {"format": "accelkit-snapshot", "version": 1, "env": {}, "commands": []}
+    (tmp_path / "snap" / "snapshot.json").write_text(json.dumps(manifest))
+    result = accelkit("plugins", "--json", "--host", str(tmp_path / "snap"))
+    assert result.returncode == 0, result.stderr
+    devices = {r["name"]: r.get("devices") for r in json.loads(result.stdout)}
+    assert devices["acme"] == {"acme": 2}
+    assert devices["nvidia"] == {"nvidia": 0}
+
+
+def test_help_documents_the_exit_status() -> None:
+    result = accelkit("plugins", "--help")
+    assert result.returncode == 0
+    assert "Exit status: 0 when every plugin is ok" in " ".join(result.stdout.split())
+    assert registry.ENTRY_POINT_GROUP in result.stdout

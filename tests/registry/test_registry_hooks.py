@@ -1,0 +1,125 @@
+"""The typed hook facades: each plugin called alone, results merged in order, failures warned."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from accelkit import Node, hookspecs, registry
+from fake_dists import FakeSite
+
+LABELS = """
+from accelkit import hookimpl
+
+@hookimpl{options}
+def accelkit_node_labels(node):
+    return {result}
+"""
+
+WORKER_ENV = """
+from accelkit import hookimpl
+
+@hookimpl
+def accelkit_worker_env(grant, env):
+    return {result}
+"""
+
+GRANT: Any = object()
+"""The facades pass the grant through untouched; hints (which reads it) is disabled here."""
+
+
+@pytest.fixture(autouse=True)
+def without_hints(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACCELKIT_DISABLE_PLUGINS", "hints")
+
+
+def add_hook(site: FakeSite, name: str, template: str, result: str, options: str = "") -> None:
+    module = f"{name.replace('-', '_')}_hooks"
+    source = template.format(result=result, options=options)
+    site.add(f"{name}-dist", {name: module}, {module: source})
+
+
+def test_node_labels_merge_in_plugin_order_and_never_override(site: FakeSite) -> None:
+    add_hook(site, "a-site", LABELS, "{'site/rack': 'r1', 'zone': 'mine'}")
+    add_hook(site, "b-site", LABELS, "{'site/rack': 'r2', 'site/row': '7'}")
+    add_hook(site, "c-site", LABELS, "None")
+    node = Node(labels={"zone": "node's own"})
+    assert registry.call_node_labels(node) == {"site/rack": "r1", "site/row": "7"}
+    assert node.labels == {"zone": "node's own"}, "the node is not modified"
+
+
+def test_tryfirst_runs_before_plugin_order(site: FakeSite) -> None:
+    add_hook(site, "a-site", LABELS, "{'rack': 'a'}")
+    add_hook(site, "b-site", LABELS, "{'rack': 'b'}", options="(tryfirst=True)")
+    assert registry.call_node_labels(Node()) == {"rack": "b"}
+
+
+def test_a_raising_or_malformed_hook_is_warned_about_and_skipped(site: FakeSite) -> None:
+    add_hook(site, "a-site", LABELS, "{'rack': 1 / 0}")
+    add_hook(site, "b-site", LABELS, "{'rack': 7}")
+    add_hook(site, "c-site", LABELS, "{'rack': 'c'}")
+    with pytest.warns(registry.PluginWarning) as caught:
+        labels = registry.call_node_labels(Node())
+    assert labels == {"rack": "c"}
+    messages = [str(w.message) for w in caught]
+    assert messages == [
+        "plugin 'a-site' (a-site-dist 1.0): accelkit_node_labels raised ZeroDivisionError: "
+        "division by zero; ignored",
+        "plugin 'b-site' (b-site-dist 1.0): accelkit_node_labels must return str: str pairs, "
+        "got {'rack': 7}; ignored",
+    ]
+    assert caught[0].filename == __file__, "the warning points at the caller"
+
+
+def test_worker_env_returns_only_additions_and_keeps_visibility(site: FakeSite) -> None:
+    add_hook(
+        site, "a-env", WORKER_ENV, "{'HINT': '0.5', 'UNSET_ME': None, 'CUDA_VISIBLE_DEVICES': '0'}"
+    )
+    add_hook(site, "b-env", WORKER_ENV, "{'HINT': '0.9', 'OTHER': 'x'}")
+    env = {"CUDA_VISIBLE_DEVICES": "0"}
+    assert registry.call_worker_env(GRANT, env) == {"HINT": "0.5", "UNSET_ME": None, "OTHER": "x"}
+
+
+def test_worker_env_may_not_change_what_visibility_wrote(site: FakeSite) -> None:
+    add_hook(site, "a-env", WORKER_ENV, "{'CUDA_VISIBLE_DEVICES': '1', 'HINT': 'h'}")
+    with pytest.warns(registry.PluginWarning, match="may only add variables, not change "):
+        added = registry.call_worker_env(GRANT, {"CUDA_VISIBLE_DEVICES": "0"})
+    assert added == {"HINT": "h"}
+
+
+def test_the_hook_receives_grant_and_env(site: FakeSite) -> None:
+    add_hook(site, "a-env", WORKER_ENV, "{'SEEN': str((grant, sorted(env)))}")
+    assert registry.call_worker_env("the-grant", {"X": "1"}) == {  # type: ignore[arg-type]
+        "SEEN": "('the-grant', ['X'])"
+    }
+
+
+def test_trace_prints_every_hook_call(
+    site: FakeSite, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ACCELKIT_TRACE_PLUGINS", "1")
+    add_hook(site, "a-site", LABELS, "{'rack': 'r1'}")
+    registry.call_node_labels(Node())
+    err = capsys.readouterr().err.splitlines()
+    assert "accelkit trace: nvidia.accelkit_register_managers()" in err
+    assert "accelkit trace:   -> [<NvidiaManager nvidia:GPU>]" in err
+    calls = [line for line in err if "accelkit_node_labels" in line]
+    assert len(calls) == 1
+    assert calls[0].startswith("accelkit trace: a-site.accelkit_node_labels(node=Node(")
+    assert err[-1] == "accelkit trace:   -> {'rack': 'r1'}"
+
+
+def test_no_trace_by_default(site: FakeSite, capsys: pytest.CaptureFixture[str]) -> None:
+    add_hook(site, "a-site", LABELS, "{'rack': 'r1'}")
+    registry.call_node_labels(Node())
+    assert capsys.readouterr().err == ""
+
+
+def test_every_hook_is_documented_and_has_a_typed_facade() -> None:
+    hooks = [name for name in dir(hookspecs) if name.startswith("accelkit_")]
+    assert "accelkit_register_managers" in hooks
+    for hook in hooks:
+        assert (getattr(hookspecs, hook).__doc__ or "").strip(), f"{hook} has no docstring"
+        if hook != "accelkit_register_managers":  # the loader itself calls that one
+            facade = getattr(registry, "call_" + hook[len("accelkit_") :], None)
+            assert callable(facade), f"{hook} has no typed facade registry.call_*"

@@ -1,0 +1,22 @@
+"""Every scheduler test runs against the real built-in managers only, in a clean environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+from accelkit import registry
+
+
+@pytest.fixture(autouse=True)
+def builtins_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A fresh registry of the built-ins (no third-party entry point), no inherited ACCELKIT_*
+    variable and no inherited visibility variable that the env tests read."""
+    for name in list(os.environ):
+        if name.startswith("ACCELKIT_") or name.endswith(("_VISIBLE_DEVICES", "_MEM_FRACTION")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv(registry.AUTOLOAD_OFF_VAR, "1")
+    registry.reset()
+    yield
+    registry.reset()

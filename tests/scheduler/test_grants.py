@@ -1,0 +1,190 @@
+"""Grant: ids, devices with shares, the worker env, memory hints and the JSON round trip."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from typing import Optional
+
+import pytest
+from accelkit import Allocator, Grant, PluginError, get_manager, hints, registry
+from sched_nodes import devices, make_node
+
+NO_ENV: dict[str, str] = {}
+
+
+def grant_of(request: dict[str, object], *groups: list, **kwargs: str) -> Grant:
+    alloc = Allocator(make_node(*groups))
+    grant = alloc.acquire(request, **kwargs)
+    assert grant is not None
+    return grant
+
+
+def test_ids_by_resource_and_devices_with_shares() -> None:
+    grant = grant_of({"GPU": 0.5, "TPU": 2}, devices("nvidia", 2), devices("tpu", 4))
+    assert grant.ids == {"GPU": ["0"], "TPU": ["0", "1"]}
+    assert [(d.family, d.id, share) for d, share in grant.devices] == [
+        ("nvidia", "0", 0.5),
+        ("tpu", "0", 1.0),
+        ("tpu", "1", 1.0),
+    ]
+    assert grant.ids_by_family() == {"nvidia": ["0"], "tpu": ["0", "1"]}
+    assert dict(grant.resources) == {"GPU": 0.5, "TPU": 2.0}
+
+
+def test_grants_are_immutable_and_pickle_by_value() -> None:
+    grant = grant_of({"GPU": 1}, devices("nvidia", 1))
+    with pytest.raises(AttributeError):
+        grant.token = 3  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        del grant.devices
+    assert pickle.loads(pickle.dumps(grant)) == grant
+    with pytest.raises(TypeError):
+        grant.resources["GPU"] = 2.0  # type: ignore[index]
+
+
+def test_env_is_each_granted_familys_visibility_env() -> None:
+    grant = grant_of({"GPU": 2, "TPU": 1}, devices("nvidia", 2), devices("tpu", 4))
+    env = grant.env(NO_ENV, hooks=False)
+    expected = {
+        **get_manager("nvidia").visibility_env(["0", "1"]),
+        **get_manager("tpu").visibility_env(["0"]),
+    }
+    assert env == expected
+    assert env["CUDA_VISIBLE_DEVICES"] == "0,1"
+    assert env["TPU_VISIBLE_CHIPS"] == "0"
+
+
+@pytest.mark.parametrize(
+    ("family", "written", "neutralised"),
+    [
+        ("amd", {"ROCR_VISIBLE_DEVICES": "0"}, ["HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"]),
+        ("intel", {"ONEAPI_DEVICE_SELECTOR": "level_zero:0"}, ["ZE_AFFINITY_MASK"]),
+    ],
+)
+def test_stacked_layers_are_neutralised(
+    family: str, written: dict[str, str], neutralised: list[str]
+) -> None:
+    env = grant_of({"GPU": 1}, devices(family, 2)).env(NO_ENV, hooks=False)
+    assert env == {**written, **dict.fromkeys(neutralised)}
+
+
+def test_untouched_families_are_left_alone_unless_hidden() -> None:
+    node_groups = (devices("nvidia", 2), devices("ascend", 2), devices("tpu", 4))
+    grant = grant_of({"NPU": 0.25}, *node_groups)
+    assert grant.families == ("nvidia", "ascend", "tpu")
+    env = grant.env(NO_ENV, hooks=False)
+    assert env == {"ASCEND_RT_VISIBLE_DEVICES": "0"}
+    hidden = grant.env(NO_ENV, hide_others=True, hooks=False)
+    assert hidden == {
+        **get_manager("nvidia").visibility_env([]),
+        **get_manager("tpu").visibility_env([]),
+        "ASCEND_RT_VISIBLE_DEVICES": "0",
+    }
+    assert hidden["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_a_granted_family_wins_over_a_hidden_one_sharing_a_variable() -> None:
+    grant = grant_of({"GPU": 1}, devices("nvidia", 1), devices("amd", 1))
+    env = grant.env(NO_ENV, hide_others=True, hooks=False)
+    assert env["CUDA_VISIBLE_DEVICES"] == "0"  # whatever AMD's hiding does to CUDA's variable
+    assert env["ROCR_VISIBLE_DEVICES"] == ""
+
+
+@pytest.mark.parametrize("value", ["1", "true", " yes ", "ON"])
+def test_noset_leaves_a_family_alone(value: str) -> None:
+    grant = grant_of({"GPU": 1, "TPU": 1}, devices("nvidia", 1), devices("tpu", 1))
+    env = grant.env({"ACCELKIT_NOSET_NVIDIA": value}, hooks=False)
+    assert "CUDA_VISIBLE_DEVICES" not in env and "CUDA_DEVICE_ORDER" not in env
+    assert env["TPU_VISIBLE_CHIPS"] == "0"
+    hidden = grant.env({"ACCELKIT_NOSET_NVIDIA": "0", "ACCELKIT_NOSET_TPU": "1"}, hooks=False)
+    assert "TPU_VISIBLE_CHIPS" not in hidden and hidden["CUDA_VISIBLE_DEVICES"] == "0"
+
+
+def test_noset_defaults_to_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    grant = grant_of({"GPU": 1}, devices("nvidia", 1))
+    monkeypatch.setenv("ACCELKIT_NOSET_NVIDIA", "1")
+    assert grant.env(hooks=False) == {}
+
+
+def test_memory_hints_for_fractional_shares_only() -> None:
+    shared = grant_of({"GPU": 0.25}, devices("nvidia", 1))
+    env = shared.env(NO_ENV)
+    assert env["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.25"
+    assert env["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    assert env["CUDA_VISIBLE_DEVICES"] == "0"
+    whole = grant_of({"GPU": 1}, devices("nvidia", 1))
+    assert "XLA_PYTHON_CLIENT_MEM_FRACTION" not in whole.env(NO_ENV)
+    assert "XLA_PYTHON_CLIENT_MEM_FRACTION" not in shared.env(NO_ENV, hooks=False)
+
+
+def test_memory_hints_are_advisory() -> None:
+    shared = grant_of({"GPU": 1 / 3}, devices("nvidia", 1))
+    assert shared.env(NO_ENV)["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.3333"
+    mine = shared.env({"XLA_PYTHON_CLIENT_MEM_FRACTION": ".9"})
+    assert "XLA_PYTHON_CLIENT_MEM_FRACTION" not in mine  # the user's own setting is kept
+    assert hints.accelkit_worker_env(shared, {}) == {
+        "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.3333",
+        "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+    }
+
+
+def test_hints_plugin_can_be_disabled(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(registry.DISABLE_VAR, "hints")
+    registry.reset()
+    shared = grant_of({"GPU": 0.5}, devices("nvidia", 1))
+    assert "XLA_PYTHON_CLIENT_MEM_FRACTION" not in shared.env(NO_ENV)
+
+
+def test_no_whitespace_is_ever_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    grant = grant_of({"GPU": 1}, devices("nvidia", 1))
+    manager = get_manager("nvidia")
+
+    def sloppy(ids: object) -> dict[str, Optional[str]]:
+        return {"CUDA_VISIBLE_DEVICES": "0, 1"}
+
+    monkeypatch.setattr(manager, "visibility_env", sloppy)
+    with pytest.raises(PluginError, match=r"nvidia plugin's visibility_env.*whitespace"):
+        grant.env(NO_ENV)
+
+
+def test_a_hook_value_with_whitespace_is_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    shared = grant_of({"GPU": 0.5}, devices("nvidia", 1))
+    monkeypatch.setattr(registry, "call_worker_env", lambda grant, env: {"GOOD": "x", "BAD": "a b"})
+    with pytest.warns(registry.PluginWarning, match="BAD"):
+        env = shared.env(NO_ENV)
+    assert env["GOOD"] == "x" and "BAD" not in env
+
+
+def test_unset_is_none() -> None:
+    grant = grant_of({"TPU": 4}, devices("tpu", 4))
+    env = grant.env(NO_ENV, hooks=False)
+    assert env == get_manager("tpu").visibility_env(["0", "1", "2", "3"])
+    assert all(value is None or " " not in value for value in env.values())
+
+
+def test_json_round_trip() -> None:
+    alloc = Allocator(make_node(devices("nvidia", 2, label="H100"), custom=1.0))
+    grant = alloc.acquire({"GPU": 0.5, "custom": 1}, accelerator_type="H100")
+    assert grant is not None
+    data = json.loads(json.dumps(grant.to_dict()))
+    copy = Grant.from_dict(data)
+    assert copy == grant and hash(copy) == hash(grant)
+    assert copy.to_dict() == grant.to_dict()
+    assert copy.env(NO_ENV) == grant.env(NO_ENV)
+    assert data["resources"] == {"GPU": 0.5, "custom": 1.0, "accelerator_type:H100": 0.001}
+    assert data["devices"][0]["share"] == 0.5
+    assert "nvidia:0*0.5" in repr(grant)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {},
+        {"token": "7", "resources": {}, "devices": []},
+        {"token": 1, "resources": [], "devices": []},
+    ],
+)
+def test_from_dict_rejects_what_is_not_a_grant(data: dict[str, object]) -> None:
+    with pytest.raises(ValueError):
+        Grant.from_dict(data)

@@ -1,0 +1,43 @@
+"""visible_ids: what a worker sees, by family, from its environment."""
+
+from __future__ import annotations
+
+import pytest
+from accelkit import Allocator, registry, visible_ids
+from sched_nodes import devices, make_node
+
+
+def test_every_family_is_answered_and_unset_means_unrestricted() -> None:
+    seen = visible_ids({})
+    assert list(seen) == [m.name for m in registry.managers()]
+    assert set(seen.values()) == {None}
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"CUDA_VISIBLE_DEVICES": "0,1"}, ["0", "1"]),
+        ({"CUDA_VISIBLE_DEVICES": " 2 , 3 "}, ["2", "3"]),
+        ({"CUDA_VISIBLE_DEVICES": "GPU-abc"}, ["GPU-abc"]),
+        ({"CUDA_VISIBLE_DEVICES": ""}, []),
+        ({"CUDA_VISIBLE_DEVICES": "NoDevFiles"}, []),
+    ],
+)
+def test_ids_are_strings_read_tolerantly(env: dict[str, str], expected: list[str]) -> None:
+    assert visible_ids(env)["nvidia"] == expected
+
+
+def test_defaults_to_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", "3")
+    assert visible_ids()["ascend"] == ["3"]
+
+
+def test_a_worker_sees_what_its_grant_wrote() -> None:
+    node = make_node(devices("nvidia", 4), devices("tpu", 4), devices("ascend", 2))
+    grant = Allocator(node).acquire({"GPU": 2, "TPU": 2, "NPU": 0.5})
+    assert grant is not None
+    env = {k: v for k, v in grant.env({}, hide_others=True).items() if v is not None}
+    seen = visible_ids(env)
+    assert seen["nvidia"] == ["0", "1"]
+    assert seen["tpu"] == ["0", "1"]
+    assert seen["ascend"] == ["0"]
