@@ -229,6 +229,7 @@ class Allocator:
     __slots__ = (
         "_capacities",
         "_families",
+        "_family_sizes",
         "_inventory",
         "_live",
         "_lock",
@@ -257,6 +258,13 @@ class Allocator:
             name: _Capacity(name, total) for name, total in self._inventory.capacity.items()
         }
         self._families = tuple(dict.fromkeys(d.family for d in node.devices))
+        sizes: dict[str, int] = {}
+        for families in self._inventory.families.values():
+            for family in families:
+                name = family.manager.name
+                sizes[name] = sizes.get(name, 0) + len(family.devices)
+        self._family_sizes = MappingProxyType(sizes)
+        """Allocatable devices per family: what a grant of all of them covers (a whole TPU host)."""
         self._live: dict[int, tuple[Grant, _Held]] = {}
         self._plans: dict[Any, _Plan] = {}
         self._lock = threading.Lock()
@@ -275,30 +283,29 @@ class Allocator:
         :func:`~accelkit.validate_request`). All of the request is granted, or none of it.
         """
         try:
-            # Types are part of the key: True == 1 and Decimal("0.5") == 0.5, yet both are refused.
-            key: Any = (
-                tuple(request.items()),
-                tuple(map(type, request.values())),
-                accelerator_type,
-            )
+            # Types are part of the key: True == 1 (and hashes alike), yet a bool is refused.
+            key: Any = (accelerator_type, *request.items(), *map(type, request.values()))
             plan = self._plans.get(key)
         except (AttributeError, TypeError):  # not a mapping, or an unhashable quantity
             key, plan = None, None
         if plan is None:
             plan = self._compile(request, accelerator_type, key)
         steps = plan.steps
+        devices: list[tuple[Device, float]] = []
+        held: list[Any] = []
         with self._lock:
+            # Find room for every resource first, then take it: all of the request, or none.
             found = [step.find() for step in steps]
             if None in found:
                 return None
-            devices: list[tuple[Device, float]] = []
-            held: list[Any] = []
             for step, where in zip(steps, found):
                 step.take(where, devices, held)
             token = next(self._tokens)
             while token in self._live:  # a restored grant of another allocator took it
                 token = next(self._tokens)
-            grant = Grant(token, plan.resources, tuple(devices), self._families)
+            grant = Grant._new(
+                token, plan.resources, tuple(devices), self._families, self._family_sizes
+            )
             self._live[token] = (grant, tuple(held))
         return grant
 
@@ -355,7 +362,12 @@ class Allocator:
         Each grant (or its ``to_dict()``) must name this node's devices and resources and fit
         beside what is held already; the restored grants can then be released as usual.
         """
-        restored = [g if isinstance(g, Grant) else Grant.from_dict(g) for g in grants]
+        try:
+            restored = [g if isinstance(g, Grant) else Grant.from_dict(g) for g in grants]
+        except InvalidRequest:
+            raise
+        except ValueError as error:
+            raise InvalidRequest(f"cannot restore: {error}") from None
         with self._lock:
             demand: dict[tuple[_Holder, int], int] = {}
             records: list[tuple[Grant, _Held]] = []

@@ -5,12 +5,18 @@ machine-readable output, then ``/sys``, ``/proc`` and ``/dev``. The first layer 
 (returns a list, even an empty one) wins; a layer that is absent returns None, a layer that
 breaks is reported, and either way the next layer is asked. Nothing here raises for a missing or
 broken vendor stack: it notes why, through :func:`accelkit.note`.
+
+The winning layer's devices are completed here, so no plugin repeats it: ``source`` is set, a
+PCI bus id in any tool's spelling is normalised to sysfs's (``0000:17:00.0``; an unreadable one
+is dropped), the NUMA node is read from ``/sys/bus/pci/devices/<bus id>/numa_node`` when the layer
+did not give it, and empty or "N/A" text facts become None.
 """
 
 from __future__ import annotations
 
 import json
 import posixpath
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -26,6 +32,8 @@ __all__ = [
     "call_probe",
     "detect_layers",
     "import_library",
+    "normalise_bus_id",
+    "numa_node",
     "parse_csv",
     "parse_json",
     "pci_device_at",
@@ -38,12 +46,18 @@ __all__ = [
 Layer = Callable[[Host], Optional[list[Device]]]
 """A detection layer: the devices it sees, or None when its source is not there."""
 
+_BUS_ID = re.compile(
+    r"^(?:([0-9a-f]{1,8}):)?([0-9a-f]{1,2}):([0-9a-f]{1,2})\.([0-7])$", re.IGNORECASE
+)
+_NOT_AVAILABLE = ("", "N/A", "[N/A]", "n/a", "-")
+
 
 def detect_layers(host: Host, *layers: tuple[str, Layer]) -> list[Device]:
     """Ask ``(source, layer)`` pairs in order; the first that answers wins.
 
-    Each device the winning layer returns gets ``source`` set (unless the layer set it), so a
-    reader of the node knows which layer spoke.
+    The winning layer's devices are completed (see the module docstring): ``source`` set unless
+    the layer set it, so a reader of the node knows which layer spoke; bus id normalised; NUMA
+    node from sysfs; "N/A" facts None.
     """
     for source, layer in layers:
         try:
@@ -54,9 +68,40 @@ def detect_layers(host: Host, *layers: tuple[str, Layer]) -> list[Device]:
         if devices is None:
             continue
         note(f"{len(devices)} device(s) from the {source} layer")
-        return [d if d.source else d.replace(source=source) for d in devices]
+        return [_completed(host, device, source) for device in devices]
     note("no detection layer answered: no devices")
     return []
+
+
+def _completed(host: Host, device: Device, source: str) -> Device:
+    bus = normalise_bus_id(device.pci_bus_id)
+    numa = numa_node(host, bus) if device.numa_node is None else device.numa_node
+    texts = {"model": device.model, "uuid": device.uuid, "type_label": device.type_label}
+    return device.replace(
+        source=device.source or source,
+        pci_bus_id=bus,
+        numa_node=numa if numa is not None and numa >= 0 else None,
+        **{k: None if v is None or v.strip() in _NOT_AVAILABLE else v for k, v in texts.items()},
+    )
+
+
+def numa_node(host: Host, bus_id: object) -> Optional[int]:
+    """The NUMA node of PCI device ``bus_id`` (any spelling) from sysfs; None when unknown
+    (sysfs says -1 on a machine without NUMA)."""
+    bus = normalise_bus_id(bus_id)
+    node = None if bus is None else read_int(host, f"/sys/bus/pci/devices/{bus}/numa_node", 10)
+    return node if node is not None and node >= 0 else None
+
+
+def normalise_bus_id(value: object) -> Optional[str]:
+    """A PCI bus id as sysfs names it (``0000:17:00.0``) from any tool's spelling: NVML's
+    ``00000000:17:00.0``, neuron-ls's ``17:00.0``, upper case, ``bytes``; None if unreadable."""
+    text = value.decode(errors="replace") if isinstance(value, bytes) else value
+    found = _BUS_ID.match(text.strip()) if isinstance(text, str) else None
+    if found is None:
+        return None
+    domain, bus, slot, function = found.groups()
+    return f"{int(domain or '0', 16):04x}:{int(bus, 16):02x}:{int(slot, 16):02x}.{function}"
 
 
 def import_library(host: Host, name: str) -> Optional[ModuleType]:
@@ -71,23 +116,42 @@ def import_library(host: Host, name: str) -> Optional[ModuleType]:
 
 
 def call_probe(
-    host: Host, function: ProbeFunction, *args: Any, timeout: Optional[float] = None
+    host: Host,
+    function: ProbeFunction,
+    *args: Any,
+    timeout: Optional[float] = None,
+    expect: type = object,
 ) -> Any:
-    """Run a library probe in its own process; None (with a note) when it cannot answer."""
+    """Run a library probe in its own process; None (with a note) when it cannot answer or
+    answers something other than an ``expect`` (a probe returns plain JSON data)."""
     what = f"{function.__module__}.{function.__qualname__}"
     try:
-        return host.probe(function, *args, timeout=timeout)
+        found = host.probe(function, *args, timeout=timeout)
     except ImportError as exc:
         note(f"probe {what}: library not installed ({exc})")
+        return None
     except TimeoutError as exc:
         note(f"probe {what} timed out: {exc}", "error")
+        return None
     except ProbeError as exc:
         note(f"probe {what} failed: {exc}", "warning")
-    return None
+        return None
+    if not isinstance(found, expect):
+        shown = repr(found)[:120]
+        note(f"probe {what} returned {shown}, not a {expect.__name__}; ignoring it", "warning")
+        return None
+    return found
 
 
-def run_command(host: Host, argv: Sequence[str], timeout: Optional[float] = None) -> Optional[str]:
-    """A command's stdout when it exits 0; None (with a note) when missing, failing or hanging."""
+def run_command(
+    host: Host, argv: Sequence[str], timeout: Optional[float] = None, failing: str = "warning"
+) -> Optional[str]:
+    """A command's stdout when it exits 0; None (with a note) when missing, failing or hanging.
+
+    A non-zero exit is noted at level ``failing`` (``"info"`` where failing is expected, as an
+    older tool rejecting a newer flag). A missing program asked again (another flag spelling,
+    another layer) is noted once: :func:`accelkit.note` keeps a finding once per family.
+    """
     shown = " ".join(argv)
     try:
         result = host.run(argv, timeout=timeout)
@@ -105,7 +169,7 @@ def run_command(host: Host, argv: Sequence[str], timeout: Optional[float] = None
         note(
             f"`{shown}` exited with {result.returncode}"
             + (f": {detail[-1][:200]}" if detail else ""),
-            "warning",
+            failing,
         )
         return None
     return result.stdout
@@ -126,9 +190,13 @@ def parse_csv(text: Optional[str], fields: int, what: str) -> Optional[list[list
     """Rows of a headerless CSV with exactly ``fields`` stripped columns; bad rows are noted.
 
     None when ``text`` is None or no row is usable, so a garbled output falls to the next layer.
+    Blank output is ``[]``, noted: a layer that lists devices may take it as no answer.
     """
     if text is None:
         return None
+    if not text.strip():
+        note(f"{what} is empty", "warning")
+        return []
     rows: list[list[str]] = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -141,18 +209,21 @@ def parse_csv(text: Optional[str], fields: int, what: str) -> Optional[list[list
             )
             continue
         rows.append(cells)
-    if not rows and text.strip():
+    if not rows:
         note(f"{what} had no usable rows", "warning")
         return None
     return rows
 
 
 def read_value(host: Host, path: str) -> Optional[str]:
-    """A one-value sysfs/proc file, stripped; None when missing, binary or empty."""
+    """A one-value sysfs/proc file, stripped; None when missing, empty, or unreadable (binary,
+    not a regular file, no permission: noted, since the file is there)."""
     text = host.read_text(path)
-    if text is None:
-        return None
-    return text.strip() or None
+    if text is None and host.exists(path):
+        note(
+            f"{path} is there but unreadable (binary, not a regular file, no permission)", "warning"
+        )
+    return None if text is None else text.strip() or None
 
 
 def read_int(host: Host, path: str, base: int = 0) -> Optional[int]:

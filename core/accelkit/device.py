@@ -59,6 +59,8 @@ class Device:
     def from_dict(cls, data: dict[str, Any]) -> Device:
         """Rebuild a device from :meth:`to_dict`; unknown keys are an error, not silently lost."""
         known = {f.name for f in dataclasses.fields(cls)}
+        if not isinstance(data, dict):
+            raise ValueError(f"a device is an object with keys among {sorted(known)}, not {data!r}")
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown Device fields {unknown}; known: {sorted(known)}")

@@ -36,7 +36,12 @@ class Diagnostic:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Diagnostic:
-        """Rebuild from :meth:`to_dict`."""
+        """Rebuild from :meth:`to_dict`; a malformed record is a ``ValueError`` saying why."""
+        fields = ("family", "level", "message")
+        if not isinstance(data, dict) or sorted(data) != sorted(fields):
+            raise ValueError(f"a diagnostic is an object with keys {list(fields)}, got {data!r}")
+        if not all(isinstance(data[f], str) for f in fields):
+            raise ValueError(f"a diagnostic's {', '.join(fields)} are strings, got {data!r}")
         return cls(family=data["family"], level=data["level"], message=data["message"])
 
 
@@ -46,11 +51,17 @@ _sink: ContextVar[Optional[tuple[str, list[Diagnostic]]]] = ContextVar(
 
 
 def note(message: str, level: str = "info") -> None:
-    """Record a finding for the family being detected; a no-op outside detection."""
+    """Record a finding for the family being detected; a no-op outside detection.
+
+    A finding already recorded for the family (two detection layers that both find a vendor
+    command missing) is kept once: diagnostics are for reading.
+    """
     current = _sink.get()
     if current is not None:
         family, notes = current
-        notes.append(Diagnostic(family, level, message))
+        finding = Diagnostic(family, level, message)
+        if finding not in notes:
+            notes.append(finding)
 
 
 @contextlib.contextmanager

@@ -13,9 +13,9 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Union
 
-from .detection import import_library
+from .detection import import_library, normalise_bus_id
 from .host import Host
 
 __all__ = [
@@ -24,14 +24,13 @@ __all__ = [
     "json_records",
     "library_session",
     "normalise_bus_id",
+    "optional_call",
     "parse_int",
     "sanitize_label",
     "type_label",
 ]
 
-_BUS_ID = re.compile(
-    r"^(?:([0-9a-f]{1,8}):)?([0-9a-f]{1,2}):([0-9a-f]{1,2})\.([0-7])$", re.IGNORECASE
-)
+ExceptionTypes = Union["type[BaseException]", "tuple[type[BaseException], ...]"]
 _TRADEMARKS = re.compile(r"\((?:R|TM|C)\)|[®™]", re.IGNORECASE)
 _NOT_LABEL = re.compile(r"[^A-Za-z0-9.]+")
 
@@ -56,6 +55,17 @@ def library_session(host: Host, name: str, init: str, shutdown: str) -> Iterator
         getattr(library, shutdown)()
 
 
+def optional_call(
+    function: Callable[..., Any], *args: Any, errors: ExceptionTypes = Exception
+) -> Any:
+    """``function(*args)``, or None when it raises one of ``errors``: for library calls that
+    answer "not supported" on some devices (NVML's MIG mode on a GPU without MIG)."""
+    try:
+        return function(*args)
+    except errors:
+        return None
+
+
 def parse_int(value: object) -> Optional[int]:
     """``29857``, ``"29857"`` or ``"0x74a1"`` as an int; None for ``"N/A"`` and other text."""
     if isinstance(value, bool):
@@ -71,17 +81,6 @@ def parse_int(value: object) -> Optional[int]:
         return None
 
 
-def normalise_bus_id(value: Optional[str]) -> Optional[str]:
-    """``"00000000:17:00.0"`` (NVML) or ``"17:00.0"`` -> ``"0000:17:00.0"`` as sysfs names it."""
-    if not value:
-        return None
-    found = _BUS_ID.match(value.strip())
-    if found is None:
-        return None
-    domain, bus, slot, function = found.groups()
-    return f"{int(domain or '0', 16):04x}:{int(bus, 16):02x}:{int(slot, 16):02x}.{function}"
-
-
 def decode(value: object) -> str:
     """Text from a C library binding, which gives ``bytes`` in some releases and ``str`` in others
     (NVML names and bus ids in older nvidia-ml-py)."""
@@ -90,10 +89,12 @@ def decode(value: object) -> str:
 
 def json_records(data: Any) -> Optional[list[Mapping[str, Any]]]:
     """The per-device records of a tool's JSON: a top-level list, or the first list of objects
-    under a top-level key (``{"device_list": [...]}``, ``{"gpu_data": [...]}``); None if none."""
+    under a top-level key (``{"device_list": [...]}``, ``{"gpu_data": [...]}``), a key naming
+    devices first (newer tools add top-level lists of other things); None if none."""
     candidates = [data] if isinstance(data, list) else []
     if isinstance(data, Mapping):
-        candidates = [v for v in data.values() if isinstance(v, list)]
+        keyed = sorted(data.items(), key=lambda item: "device" not in str(item[0]).lower())
+        candidates = [value for _, value in keyed if isinstance(value, list)]
     for candidate in candidates:
         records = [item for item in candidate if isinstance(item, Mapping)]
         if records or not candidate:

@@ -1,38 +1,24 @@
-"""Walking sysfs for GPU-like devices: DRM cards, AMD KFD topology nodes, NUMA nodes.
+"""Walking sysfs for GPU-like devices: DRM cards and AMD KFD topology nodes.
 
 A GPU shows up several times in sysfs (a DRM ``card<N>`` and a ``renderD<N>``; a KFD topology
 node per compute partition), so walkers deduplicate or filter as each source requires, and
 report devices with the facts a :class:`Device` needs. They look only through the :class:`Host`
 and return None when the source itself is absent, so a detection layer can tell "no such
-interface" (try the next layer) from "no devices".
+interface" (try the next layer) from "no devices". A device's NUMA node needs no walker here:
+:func:`accelkit.detection.detect_layers` reads it for every device with a PCI bus id.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Optional
 
-from .detection import PciDevice, pci_device_at, read_int
-from .gpu_facts import normalise_bus_id, parse_int
+from .detection import PciDevice, pci_device_at
+from .gpu_facts import parse_int
 from .host import Host
 
-__all__ = ["drm_devices", "kfd_bus_id", "kfd_gpu_nodes", "numa_node", "pci_location"]
-
-
-def pci_location(host: Host, bus_id: Optional[str]) -> dict[str, Any]:
-    """``pci_bus_id`` (normalised) and ``numa_node`` of a device, as :class:`Device` fields."""
-    bus = normalise_bus_id(bus_id)
-    return {"pci_bus_id": bus, "numa_node": numa_node(host, bus)}
-
-
-def numa_node(host: Host, bus_id: Optional[str]) -> Optional[int]:
-    """The NUMA node of PCI device ``bus_id`` from sysfs; None when unknown (sysfs says -1)."""
-    bus = normalise_bus_id(bus_id)
-    if bus is None:
-        return None
-    node = read_int(host, f"/sys/bus/pci/devices/{bus}/numa_node", 10)
-    return node if node is not None and node >= 0 else None
+__all__ = ["drm_devices", "kfd_bus_id", "kfd_gpu_nodes"]
 
 
 def drm_devices(host: Host, vendor: int) -> Optional[list[PciDevice]]:

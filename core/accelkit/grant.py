@@ -7,15 +7,19 @@ knows a vendor's variables.
 
 from __future__ import annotations
 
+import inspect
 import os
 import warnings
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from . import registry
 from .device import Device
 from .errors import PluginError
+
+if TYPE_CHECKING:
+    from .manager import AcceleratorManager
 
 __all__ = ["NOSET_PREFIX", "Grant"]
 
@@ -37,16 +41,18 @@ class Grant:
     ``token`` identifies the grant to its allocator (a copy rebuilt with :meth:`from_dict` is the
     same grant). ``resources`` is the granted amount by resource, as floats of the 1e-4 grid.
     ``devices`` pairs each device with its share (1.0 for whole devices). ``families`` are the
-    accelerator families of the node the grant came from (what ``hide_others`` hides). Grants are
-    immutable.
+    accelerator families of the node the grant came from (what ``hide_others`` hides), and
+    ``family_sizes`` how many allocatable devices each has there (how a family tells a grant of
+    every device, e.g. a whole TPU host, from a part). Grants are immutable.
     """
 
-    __slots__ = ("devices", "families", "resources", "token")
+    __slots__ = ("devices", "families", "family_sizes", "resources", "token")
 
     token: int
     resources: Mapping[str, float]
     devices: tuple[tuple[Device, float], ...]
     families: tuple[str, ...]
+    family_sizes: Mapping[str, int]
 
     def __init__(
         self,
@@ -54,6 +60,7 @@ class Grant:
         resources: Mapping[str, float],
         devices: Sequence[tuple[Device, float]],
         families: Sequence[str] = (),
+        family_sizes: Optional[Mapping[str, int]] = None,
     ) -> None:
         setter = object.__setattr__
         setter(self, "token", token)
@@ -66,6 +73,31 @@ class Grant:
         )
         setter(self, "devices", devices if isinstance(devices, tuple) else tuple(devices))
         setter(self, "families", families if isinstance(families, tuple) else tuple(families))
+        setter(
+            self,
+            "family_sizes",
+            family_sizes
+            if isinstance(family_sizes, MappingProxyType)
+            else MappingProxyType(dict(family_sizes or {})),
+        )
+
+    @classmethod
+    def _new(
+        cls,
+        token: int,
+        resources: MappingProxyType[str, float],
+        devices: tuple[tuple[Device, float], ...],
+        families: tuple[str, ...],
+        family_sizes: MappingProxyType[str, int],
+    ) -> Grant:
+        """The allocator's constructor: arguments already in their final, immutable types."""
+        grant = object.__new__(cls)
+        _SET_TOKEN(grant, token)
+        _SET_RESOURCES(grant, resources)
+        _SET_DEVICES(grant, devices)
+        _SET_FAMILIES(grant, families)
+        _SET_SIZES(grant, family_sizes)
+        return grant
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Grant is immutable; cannot set {name!r}")
@@ -75,7 +107,16 @@ class Grant:
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle by value, so a grant can travel to a worker process."""
-        return (Grant, (self.token, dict(self.resources), self.devices, self.families))
+        return (
+            Grant,
+            (
+                self.token,
+                dict(self.resources),
+                self.devices,
+                self.families,
+                dict(self.family_sizes),
+            ),
+        )
 
     @property
     def ids(self) -> dict[str, list[str]]:
@@ -104,12 +145,19 @@ class Grant:
         Each granted family writes its own variables (``visibility_env``), which also
         neutralise the layers stacked on them. Families of the node that the grant does not
         touch are left as inherited, unless ``hide_others`` makes them see nothing.
-        ``base_env`` is the environment the worker inherits (default ``os.environ``): a family
-        with ``ACCELKIT_NOSET_<FAMILY>=1`` there is left alone. With ``hooks``, plugins'
-        ``accelkit_worker_env`` hooks add advisory variables (the built-in ``hints`` plugin
-        writes framework memory fractions for shared devices); one already set in
-        ``base_env`` is kept as the user set it. No value is ever written with whitespace: a
-        family's is a :class:`~accelkit.PluginError`, a hook's is left out with a warning.
+
+        ``base_env`` is the environment the worker inherits (default ``os.environ``: the
+        caller's, which a scheduler's workers inherit). A family with
+        ``ACCELKIT_NOSET_<FAMILY>=1`` there is left alone, granted or hidden. A family whose
+        ``visibility_env`` takes ``total`` is told how many devices it has on the node (a TPU
+        grant of every chip then unsets every TPU variable), unless ``base_env`` already
+        narrows what the family sees: then the node is not the whole host.
+
+        With ``hooks``, plugins' ``accelkit_worker_env`` hooks add advisory variables (the
+        built-in ``hints`` plugin writes framework memory fractions for shared devices); one
+        already set in ``base_env`` is kept as the user set it. No value is ever written with
+        whitespace: a family's is a :class:`~accelkit.PluginError`, a hook's is left out with
+        a warning.
         """
         inherited: Mapping[str, str] = os.environ if base_env is None else base_env
         granted = self.ids_by_family()
@@ -119,12 +167,15 @@ class Grant:
         for family, ids in [*((f, []) for f in hidden), *granted.items()]:
             if inherited.get(NOSET_PREFIX + family.upper(), "").strip().lower() in _TRUE:
                 continue
-            written = registry.get_manager(family).visibility_env(ids)
+            manager = registry.get_manager(family)
+            written = _visibility_env(manager, ids, self._total(manager, family, inherited))
             spaced = {name: value for name, value in written.items() if not _writable(value)}
             if spaced:
                 raise PluginError(
                     f"the {family} plugin's visibility_env({ids!r}) writes whitespace: {spaced}"
                 )
+            if family in granted:
+                self._warn_on_crossing(family, written, env)
             env.update(written)
         if hooks:
             for name, value in registry.call_worker_env(self, env).items():
@@ -141,6 +192,45 @@ class Grant:
                     )
         return env
 
+    def _warn_on_crossing(
+        self, family: str, written: Mapping[str, Optional[str]], env: Mapping[str, Optional[str]]
+    ) -> None:
+        """Warn when a granted family writes another node family's primary variable.
+
+        On a node with NVIDIA and AMD GPUs, AMD's grant unsets ``CUDA_VISIBLE_DEVICES`` (HIP
+        reads it relative to ROCr's list): that shows the untouched NVIDIA family every device,
+        hidden or not. The plugins must settle it; the worker is told rather than misled.
+        """
+        for other in self.families:
+            if other == family:
+                continue
+            variable = registry.get_manager(other).visible_devices_env_var
+            if variable is None or variable not in written:
+                continue
+            if variable in env and env[variable] == written[variable]:
+                continue
+            otherwise = f"hidden as {env[variable]!r}" if variable in env else "left as inherited"
+            warnings.warn(
+                f"the {family} grant writes {variable}={written[variable]!r}, the {other} "
+                f"family's own variable, which would otherwise be {otherwise}: {other} devices "
+                "on this node may become visible to the worker",
+                registry.PluginWarning,
+                stacklevel=3,
+            )
+
+    def _total(
+        self, manager: AcceleratorManager, family: str, inherited: Mapping[str, str]
+    ) -> Optional[int]:
+        """The family's device count on the node, when the worker would otherwise see them all."""
+        total = self.family_sizes.get(family)
+        if total is None:
+            return None
+        try:
+            narrowed = manager.read_visible(inherited) is not None
+        except ValueError:
+            narrowed = True
+        return None if narrowed else total
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready and lossless: :meth:`from_dict` gives an equal grant."""
         return {
@@ -148,6 +238,7 @@ class Grant:
             "resources": dict(self.resources),
             "devices": [{"device": d.to_dict(), "share": share} for d, share in self.devices],
             "families": list(self.families),
+            "family_sizes": dict(self.family_sizes),
         }
 
     @classmethod
@@ -165,14 +256,22 @@ class Grant:
                     for entry in data["devices"]
                 ],
                 families=[str(f) for f in data.get("families", ())],
+                family_sizes={str(k): int(v) for k, v in data.get("family_sizes", {}).items()},
             )
         except (KeyError, TypeError, AttributeError) as error:
             raise ValueError(
-                f"not a grant dict (keys token, resources, devices, families): {error!r}"
+                "not a grant dict (keys token, resources, devices, families, family_sizes): "
+                f"{error!r}"
             ) from None
 
     def _key(self) -> tuple[Any, ...]:
-        return (self.token, dict(self.resources), self.devices, self.families)
+        return (
+            self.token,
+            dict(self.resources),
+            self.devices,
+            self.families,
+            dict(self.family_sizes),
+        )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Grant):
@@ -188,3 +287,32 @@ class Grant:
             for d, share in self.devices
         )
         return f"<Grant {self.token} {dict(self.resources)} [{held}]>"
+
+
+# Slot setters that bypass the immutability guard, for Grant._new (the acquire hot path).
+_SET_TOKEN = Grant.__dict__["token"].__set__
+_SET_RESOURCES = Grant.__dict__["resources"].__set__
+_SET_DEVICES = Grant.__dict__["devices"].__set__
+_SET_FAMILIES = Grant.__dict__["families"].__set__
+_SET_SIZES = Grant.__dict__["family_sizes"].__set__
+
+_TAKES_TOTAL: dict[Callable[..., Any], bool] = {}
+"""``visibility_env`` function -> whether it accepts ``total`` (the TPU plugin's does)."""
+
+
+def _visibility_env(
+    manager: AcceleratorManager, ids: list[str], total: Optional[int]
+) -> dict[str, Optional[str]]:
+    """``manager.visibility_env(ids)``, passing ``total`` to a manager that declares it."""
+    method = manager.visibility_env
+    function = getattr(method, "__func__", method)
+    takes = _TAKES_TOTAL.get(function)
+    if takes is None:
+        try:
+            takes = "total" in inspect.signature(method).parameters
+        except (TypeError, ValueError):
+            takes = False
+        _TAKES_TOTAL[function] = takes
+    if takes and total is not None:
+        return manager.visibility_env(ids, total=total)  # type: ignore[call-arg]
+    return manager.visibility_env(ids)

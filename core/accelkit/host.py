@@ -22,7 +22,7 @@ import signal
 import stat
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, NamedTuple, Optional, Union
@@ -34,6 +34,7 @@ __all__ = [
     "CommandSpec",
     "FakeHost",
     "Host",
+    "HostView",
     "LocalHost",
     "ProbeError",
     "natural_key",
@@ -209,7 +210,12 @@ class Host:
     # -- environment, commands, libraries ---------------------------------------------------
     @property
     def env(self) -> Mapping[str, str]:
-        """The environment the node's processes were started with."""
+        """The environment the node's processes were started with.
+
+        Node detection gives each manager a :meth:`view` of its host that shows only the
+        variables the manager declares (``env_vars_read``), which are also all that a snapshot
+        records.
+        """
         raise NotImplementedError
 
     def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
@@ -233,6 +239,61 @@ class Host:
         :data:`DEFAULT_PROBE_TIMEOUT`) and :class:`ProbeError` when the function raises.
         """
         raise NotImplementedError
+
+    def view(self, env_names: Iterable[str]) -> HostView:
+        """This host with its environment narrowed to ``env_names`` (files, commands and
+        libraries unchanged): what a manager that declares those variables may look at."""
+        return HostView(self, env_names)
+
+
+class HostView(Host):
+    """Another host seen through a narrower environment: only the variables in ``env_names``.
+
+    Node detection hands each manager such a view, limited to the variables the manager
+    declares (``env_vars_read``), so a manager cannot depend on a variable a snapshot would not
+    record: what it detects here is what a replay of this node detects. Everything else is
+    answered by ``inner``.
+    """
+
+    def __init__(self, inner: Host, env_names: Iterable[str]) -> None:
+        super().__init__(inner.root)
+        self.inner = inner
+        environment = inner.env
+        self._env = {name: environment[name] for name in env_names if name in environment}
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        return self._env
+
+    def realpath(self, path: str) -> Optional[str]:
+        return self.inner.realpath(path)
+
+    def read_text(self, path: str) -> Optional[str]:
+        return self.inner.read_text(path)
+
+    def exists(self, path: str) -> bool:
+        return self.inner.exists(path)
+
+    def is_dir(self, path: str) -> bool:
+        return self.inner.is_dir(path)
+
+    def listdir(self, path: str) -> list[str]:
+        return self.inner.listdir(path)
+
+    def readlink(self, path: str) -> Optional[str]:
+        return self.inner.readlink(path)
+
+    def glob(self, pattern: str) -> list[str]:
+        return self.inner.glob(pattern)
+
+    def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
+        return self.inner.run(argv, timeout=timeout)
+
+    def import_module(self, name: str) -> ModuleType:
+        return self.inner.import_module(name)
+
+    def probe(self, function: ProbeFunction, *args: Any, timeout: Optional[float] = None) -> Any:
+        return self.inner.probe(function, *args, timeout=timeout)
 
 
 class LocalHost(Host):

@@ -102,7 +102,14 @@ class AcceleratorManager:
         return (self.visible_devices_env_var,) if self.visible_devices_env_var else ()
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
-        """The ids the family's runtime would show under ``env``: None when unrestricted."""
+        """The ids the family's runtime would show under ``env``: None when unrestricted.
+
+        ``[]`` when nothing is visible (``""``, ``NoDevFiles``). Tolerates whitespace around
+        ids; returns ids without it. Any value and any combination of the variables must read
+        without an exception, with one allowance: ``ValueError`` for a value the family's
+        runtime itself would refuse (a range that runs backwards). Callers treat that as
+        nothing visible and report it.
+        """
         var = self.visible_devices_env_var
         if var is None or var not in env:
             return None

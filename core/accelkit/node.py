@@ -1,6 +1,9 @@
 """``Node``: what a machine offers, as schedulers consume it; :func:`detect_node` builds it.
 
-Detection runs every family's ``detect(host)``, then applies, per family and in this order:
+Detection runs every family's ``detect(host)`` on a view of the host whose environment holds only
+the variables that manager declares (``env_vars_read``; :class:`~accelkit.host.HostView`), the
+same view its ``read_visible``, ``labels`` and ``additional_resources`` get, so that live
+detection and a snapshot replay see the same. Then it applies, per family and in this order:
 
 1. **Partitions.** A device whose id is another device's ``parent`` (a MIG-enabled GPU listed
    beside its instances) is dropped with a warning: a partition and its parent are never both
@@ -12,7 +15,13 @@ Detection runs every family's ``detect(host)``, then applies, per family and in 
    the ids, in the variable's order: ``CUDA_VISIBLE_DEVICES=2,3,5`` on an 8-GPU node leaves three
    devices with ids "2", "3", "5" (each keeps its detected facts; ``index`` becomes its position
    in the variable, the ordinal the family's runtime will use). A token that names no detected
-   device is dropped with a warning. When the family detected nothing, its tokens become logical
+   device (by id, UUID or index) still stands, with a warning, for one of the detected devices
+   no other token names, while there is one (Ray's rule, min(detected, listed)): so the same
+   variable on a node where only 3 GPUs are detected, numbered 0-2, also gives "2", "3", "5".
+   It carries only the facts those devices share; a partition granted whole (a MIG instance) is
+   never stood for. Tokens beyond that, and repeats, are dropped with a warning; a value that
+   makes nothing visible by accident (not ``""``/``NoDevFiles``) is a warning too. When the
+   family detected nothing, its tokens become logical
    devices (source ``"env"``), unless another family already provides that resource: an AMD
    node whose shell sets ``CUDA_VISIBLE_DEVICES`` is not also an NVIDIA node, and on a node with
    no device at all only the first such family in registry order makes logical devices. A value
@@ -48,7 +57,7 @@ from . import registry
 from .device import Device
 from .diagnostics import Diagnostic, collecting, note
 from .errors import ConfigurationError, InvalidRequest
-from .host import Host, LocalHost
+from .host import Host, HostView, LocalHost
 from .manager import ACCELERATOR_TYPE_PREFIX, AcceleratorManager
 from .quantities import UNIT, from_units, to_units
 from .visibility import join_ids
@@ -111,19 +120,36 @@ class Node:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Node:
-        """Rebuild a node from :meth:`to_dict` (e.g. ``accelkit ls --json`` output)."""
+        """Rebuild a node from :meth:`to_dict` (e.g. ``accelkit ls --json`` output).
+
+        Raises ``ValueError`` saying what is wrong for anything else: another schema version,
+        unknown keys (nothing is silently lost), or values of the wrong kind.
+        """
+        if not isinstance(data, dict):
+            raise ValueError(
+                f"a node is a JSON object as Node.to_dict() writes it, not {data!r:.80}"
+            )
         version = data.get("schema_version")
         if version != SCHEMA_VERSION:
             raise ValueError(
                 f"node schema_version {version!r} is not supported; this accelkit reads "
                 f"{SCHEMA_VERSION}"
             )
-        return cls(
-            devices=[Device.from_dict(d) for d in data.get("devices", [])],
-            resources={str(k): float(v) for k, v in data.get("resources", {}).items()},
-            labels={str(k): str(v) for k, v in data.get("labels", {}).items()},
-            diagnostics=[Diagnostic.from_dict(d) for d in data.get("diagnostics", [])],
-        )
+        unknown = sorted(set(data) - set(_NODE_KEYS))
+        if unknown:
+            raise ValueError(f"unknown node keys {unknown}; known: {list(_NODE_KEYS)}")
+        try:
+            return cls(
+                devices=[Device.from_dict(d) for d in data.get("devices", [])],
+                resources={str(k): float(v) for k, v in data.get("resources", {}).items()},
+                labels={str(k): str(v) for k, v in data.get("labels", {}).items()},
+                diagnostics=[Diagnostic.from_dict(d) for d in data.get("diagnostics", [])],
+            )
+        except (TypeError, AttributeError) as exc:
+            raise ValueError(f"malformed node: {type(exc).__name__}: {exc}") from None
+
+
+_NODE_KEYS = ("schema_version", "devices", "resources", "labels", "diagnostics")
 
 
 @dataclass(frozen=True)
@@ -169,10 +195,11 @@ def detect_node(
     diagnostics: list[Diagnostic] = []
     exclusions = _read_exclusions(env, managers, diagnostics)
 
+    views: dict[str, Host] = {m.name: HostView(host, _declared(m)) for m in managers}
     found: dict[str, list[Device]] = {}
     for manager in managers:
         with _noting(manager.name, diagnostics):
-            found[manager.name] = _detect(manager, host)
+            found[manager.name] = _detect(manager, views[manager.name])
     # resources some family already provides: a visibility variable of another family of the
     # same resource (CUDA_VISIBLE_DEVICES on an AMD node) creates no logical devices
     provided = {m.resource_name for m in managers if found[m.name]}
@@ -181,7 +208,11 @@ def detect_node(
         with _noting(manager.name, diagnostics):
             try:
                 family = _settle(
-                    manager, found[manager.name], env, exclusions.get(manager.name, []), provided
+                    manager,
+                    found[manager.name],
+                    views[manager.name].env,
+                    exclusions.get(manager.name, []),
+                    provided,
                 )
             except Exception as exc:  # a plugin's matches() or read_visible() is broken
                 note(f"visibility rules failed: {type(exc).__name__}: {exc}; no devices", "error")
@@ -191,11 +222,21 @@ def detect_node(
             provided.add(manager.resource_name)
 
     plain = _apply_overrides(families, wanted, diagnostics)
-    node = Node(devices=[d for f in families for d in f.devices], diagnostics=diagnostics)
-    node.resources = _resources(families, host, plain, diagnostics)
-    node.labels = _labels(families, host, label_prefix, diagnostics)
+    node = Node(devices=[d for f in families for d in f.devices])
+    node.resources = _resources(families, views, plain, diagnostics)
+    node.labels = _labels(families, views, label_prefix, diagnostics)
+    node.diagnostics = list(dict.fromkeys(diagnostics))  # each finding once, first place kept
     _add_hook_labels(node)
     return node
+
+
+def _declared(manager: AcceleratorManager) -> tuple[str, ...]:
+    """The variables a manager declares it reads: all that its host view shows."""
+    try:
+        names = tuple(manager.all_env_vars_read())
+    except Exception:  # a malformed declaration shows the manager no variable at all
+        return ()
+    return tuple(n for n in names if isinstance(n, str))
 
 
 @contextlib.contextmanager
@@ -271,6 +312,13 @@ def _settle(
             "error",
         )
         tokens = []
+    else:
+        if tokens == [] and detected and not _says_nothing(manager, env):
+            note(
+                f"{_visibility_text(manager, env)} makes none of the {len(detected)} detected "
+                "device(s) visible",
+                "warning",
+            )
     if tokens is not None:
         family.restriction = _visibility_text(manager, env)
     if not detected and tokens:
@@ -290,6 +338,15 @@ def _settle(
         kept = _restrict(manager, kept, excluded, tokens)
     family.devices = kept
     return family
+
+
+def _says_nothing(manager: AcceleratorManager, env: Mapping[str, str]) -> bool:
+    """Whether one of the family's variables holds a "nothing visible" sentinel on purpose."""
+    return any(
+        env[name].strip() in manager.nothing_visible
+        for name in manager.all_env_vars_read()
+        if name in env
+    )
 
 
 def _visibility_text(manager: AcceleratorManager, env: Mapping[str, str]) -> str:
@@ -346,28 +403,91 @@ def _restrict(
     excluded: list[Device],
     tokens: Sequence[str],
 ) -> list[Device]:
-    """The devices the visibility tokens name, renamed to the tokens, in the tokens' order."""
-    visible: list[Device] = []
+    """The devices the visibility tokens name, renamed to the tokens, in the tokens' order.
+
+    A token names a detected device by id, UUID or index (the manager's ``matches``). A token
+    that names none still stands for one of the detected devices that no other token names, as
+    long as there is one left (Ray's rule: a node shows ``min(detected, listed)`` devices, with
+    the listed ids): ``CUDA_VISIBLE_DEVICES=2,3,5`` on a node where 3 GPUs are detected (a
+    container that numbers them 0-2) gives the 3 GPUs "2", "3", "5". Such a device carries only
+    the facts all those unnamed devices share. Tokens beyond the detected count are left out, and
+    a partition that is granted whole (a MIG instance) is never stood for this way.
+    """
+    var = _visibility_var(manager)
+    named: list[tuple[str, Optional[Device]]] = []
     taken: set[str] = set()
+    unmatched: set[str] = set()
     for token in tokens:
         device = _find(manager, token, devices)
         if device is None:
-            if _find(manager, token, excluded) is None:
-                note(
-                    f"{_visibility_var(manager)} names {token!r}, which matches no detected "
-                    "device; leaving it out",
-                    "warning",
-                )
+            if _find(manager, token, excluded) is not None:
+                continue  # excluded on purpose: not a surprise worth a warning
+            if token in unmatched:
+                note(f"{var} names {token!r} more than once; keeping the first", "warning")
+                continue
+            unmatched.add(token)
+            named.append((token, None))
         elif device.id in taken:
             note(
-                f"{_visibility_var(manager)} names device {device.id} more than once "
-                f"({token!r}); keeping the first",
+                f"{var} names device {device.id} more than once ({token!r}); keeping the first",
                 "warning",
             )
         else:
             taken.add(device.id)
-            visible.append(device.replace(id=token, index=len(visible)))
+            named.append((token, device))
+    # a partition (MIG instance) is named only by its own id: a stray index never stands for it,
+    # or a MIG-enabled GPU would be handed out by its parent's index
+    special = manager.partitions_per_grant is not None
+    spare = [d for d in devices if d.id not in taken and not (special and d.parent)]
+    shared = _shared_facts(spare)
+    room = len(spare)
+    visible: list[Device] = []
+    standing: list[str] = []
+    dropped: list[str] = []
+    for token, found in named:
+        if found is None:
+            if not room:
+                dropped.append(token)
+                continue
+            room -= 1
+            standing.append(token)
+            found = Device(
+                token, family=manager.name, resource_name=manager.resource_name, source="env"
+            ).replace(**shared)
+        visible.append(found.replace(id=token, index=len(visible)))
+    if standing:
+        note(
+            f"{var} names {_listed(standing)}, which match(es) no detected device by id, UUID or "
+            f"index; each stands for one of the {len(spare)} detected device(s) the variable "
+            "names no other way, with only the facts they share (check the variable, unless "
+            "this is a container that numbers its devices anew)",
+            "warning",
+        )
+    if dropped:
+        note(
+            f"{var} names {_listed(dropped)}, which match(es) no detected device, and every "
+            "detected device is already accounted for; leaving it out",
+            "warning",
+        )
     return visible
+
+
+def _listed(tokens: Sequence[str]) -> str:
+    return ", ".join(repr(t) for t in tokens)
+
+
+_SHARED_FACTS = ("type_label", "model", "memory_bytes")
+"""Facts a device named only by a visibility token takes when every candidate agrees on them."""
+
+
+def _shared_facts(devices: Sequence[Device]) -> dict[str, Any]:
+    """The :data:`_SHARED_FACTS` that all ``devices`` have, with the same value."""
+    facts: dict[str, Any] = {}
+    for name in _SHARED_FACTS:
+        values = {getattr(d, name) for d in devices}
+        if len(values) == 1 and None not in values:
+            facts[name] = values.pop()
+    return facts
 
 
 def _visibility_var(manager: AcceleratorManager) -> str:
@@ -506,7 +626,7 @@ def _resize(owners: list[_Family], override: _Override, sink: list[Diagnostic]) 
 # -- resources and labels ----------------------------------------------------------------------
 def _resources(
     families: list[_Family],
-    host: Host,
+    views: Mapping[str, Host],
     plain: Mapping[str, _Override],
     sink: list[Diagnostic],
 ) -> dict[str, float]:
@@ -524,6 +644,7 @@ def _resources(
             continue
         with _noting(family.manager.name, sink):
             manager, devices = family.manager, family.devices
+            host = views[manager.name]
             extra = _guarded(
                 "additional_resources", {}, manager.additional_resources, devices, host
             )
@@ -552,7 +673,7 @@ def _add_resource(resources: dict[str, float], key: object, value: object) -> No
 
 
 def _labels(
-    families: list[_Family], host: Host, prefix: str, sink: list[Diagnostic]
+    families: list[_Family], views: Mapping[str, Host], prefix: str, sink: list[Diagnostic]
 ) -> dict[str, str]:
     labels: dict[str, str] = {}
     for family in families:
@@ -566,7 +687,7 @@ def _labels(
             labels[f"{prefix}{manager.name}.count"] = str(len(devices))
             if kind:
                 labels[f"{prefix}{manager.name}.type"] = str(kind)
-            extra = _guarded("labels", {}, manager.labels, devices, host)
+            extra = _guarded("labels", {}, manager.labels, devices, views[manager.name])
             for key, value in extra.items():
                 labels[f"{prefix}{manager.name}.{key}"] = str(value)
     return labels

@@ -31,8 +31,10 @@ class Placement:
 
     def choose(self, free: int, count: int) -> Optional[int]:
         """The mask of keys to take for ``count`` devices out of ``free``, or None."""
-        if count <= 0 or bin(free).count("1") < count:
-            return None if count > 0 else 0
+        if count <= 0:
+            return 0 if count == 0 else None
+        if bin(free).count("1") < count:
+            return None
         chosen = 0
         for _ in range(count):
             low = free & -free
@@ -57,13 +59,10 @@ class AlignedBlocks(Placement):
     def choose(self, free: int, count: int) -> Optional[int]:
         if count <= 0:
             return 0 if count == 0 else None
-        block = (1 << count) - 1
-        start = 0
-        while (block << start) <= free:
-            if free & (block << start) == block << start:
-                return block << start
-            start += count
-        return None
+        blocks = free.bit_length() // count + 1
+        # Bits 0, count, 2 * count, ... (a geometric series: (2**(count*n) - 1) / (2**count - 1)).
+        aligned = ((1 << (count * blocks)) - 1) // ((1 << count) - 1)
+        return _lowest_run(free, count, aligned)
 
     def describe(self) -> str:
         return "an aligned block ({0,1}, {2,3}, {0-3}, {4-7}, ...)"
@@ -78,16 +77,24 @@ class Contiguous(Placement):
     def choose(self, free: int, count: int) -> Optional[int]:
         if count <= 0:
             return 0 if count == 0 else None
-        block = (1 << count) - 1
-        start = 0
-        while (block << start) <= free:
-            if free & (block << start) == block << start:
-                return block << start
-            start += 1
-        return None
+        return _lowest_run(free, count, -1)
 
     def describe(self) -> str:
         return "a contiguous range of ids"
+
+
+def _lowest_run(free: int, count: int, starts: int) -> Optional[int]:
+    """The mask of the lowest run of ``count`` free keys that begins at a key in ``starts``.
+
+    After the loop, bit ``k`` of ``runs`` is set when keys ``k .. k + count - 1`` are all free:
+    ``count - 1`` shifts and ands, however many devices there are and wherever the run is.
+    """
+    runs = free & starts
+    for shift in range(1, count):
+        runs &= free >> shift
+    if not runs:
+        return None
+    return ((1 << count) - 1) * (runs & -runs)
 
 
 LOWEST_FREE = Placement()

@@ -3,12 +3,21 @@
 Quantities are held as integers of 1e-4 so that ten shares of 0.1 or three of 1/3 add up exactly
 and a release always restores what an acquire took. Floats appear only at the edges (requests in,
 ``available()`` out).
+
+The rule (DESIGN.md): a value within 1e-9 of a multiple of 1e-4 rounds to it, any other value is
+floored (0.57 is 5700 units although ``0.57 * 1e4`` is 5699.999..., 1/3 is 3333 units, as in
+Ray); a non-zero value below 1e-4, a negative, NaN, infinite or non-numeric value is refused; above
+1, only whole numbers. Integers (and whole ``Fraction`` or ``Decimal`` values) convert exactly, at
+any size: a memory resource of ``10**12 + 1`` bytes is exactly that many units of 1e-4 times 1e4.
 """
 
 from __future__ import annotations
 
 import math
-from numbers import Real
+from decimal import Decimal
+from fractions import Fraction
+from numbers import Rational, Real
+from typing import Union
 
 from .errors import InvalidRequest
 
@@ -20,29 +29,40 @@ UNIT = 10_000
 SNAP = 1e-9
 """A value this close to a multiple of 1e-4 rounds to it; anything else is floored."""
 
+_RIGHT = "ask for 0 (nothing), a fraction from 0.0001 to 1, or a whole number"
+
 
 def to_units(value: object, *, what: str = "quantity") -> int:
     """Convert a requested quantity to integer units, or raise :class:`InvalidRequest`.
 
     0.57 is 5700 units (it is within 1e-9 of it), 1/3 is 3333 units (floored, as Ray does), and a
-    quantity above 1 must be whole. ``what`` names the quantity in the error message.
+    quantity above 1 must be whole. ``what`` names the quantity in the error message, which
+    also says what was wrong and what would be right.
     """
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise InvalidRequest(f"{what} must be a number, got {value!r}")
-    number = float(value)
+    number = _number(value, what)
+    if isinstance(number, int):
+        if number < 0:
+            raise InvalidRequest(f"{what} {value!r} must not be negative: {_RIGHT}")
+        return number * UNIT
     if math.isnan(number) or math.isinf(number):
-        raise InvalidRequest(f"{what} must be finite, got {value!r}")
+        raise InvalidRequest(f"{what} {value!r} must be finite: {_RIGHT}")
     if number < 0:
-        raise InvalidRequest(f"{what} must not be negative, got {value!r}")
+        raise InvalidRequest(f"{what} {value!r} must not be negative: {_RIGHT}")
+    whole = round(number)  # an exact int, however large the float
+    if abs(number - whole) <= SNAP:
+        return whole * UNIT
+    if number > 1:
+        raise InvalidRequest(
+            f"{what} {value!r} is above 1 and not whole: ask for a whole number "
+            f"({math.floor(number)} or {math.ceil(number)}), or a fraction below 1"
+        )
     scaled = number * UNIT
     nearest = round(scaled)
     units = nearest if abs(number - nearest / UNIT) <= SNAP else math.floor(scaled)
-    if units == 0 and number != 0:
-        raise InvalidRequest(f"{what} {value!r} is below the smallest quantity, 0.0001")
-    if units > UNIT and units % UNIT:
+    if units == 0:
         raise InvalidRequest(
-            f"{what} {value!r} is above 1 and not whole: "
-            "ask for a whole number, or a fraction below 1"
+            f"{what} {value!r} is below the smallest quantity, 0.0001: ask for 0 (nothing) "
+            "or at least 0.0001"
         )
     return units
 
@@ -50,3 +70,26 @@ def to_units(value: object, *, what: str = "quantity") -> int:
 def from_units(units: int) -> float:
     """The float a scheduler shows for ``units`` (e.g. in ``available()``)."""
     return units / UNIT
+
+
+def _number(value: object, what: str) -> Union[int, float]:
+    """``value`` as an exact int when it is whole and rational, else as a float.
+
+    ``bool`` is refused (``True`` is not "one GPU"); ``Decimal`` is a number although it is not
+    a :class:`numbers.Real`.
+    """
+    if isinstance(value, bool) or not isinstance(value, (Real, Decimal)):
+        raise InvalidRequest(f"{what} must be a number, got {value!r}: {_RIGHT}")
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            return float(value)
+        value = Fraction(value)
+    if isinstance(value, Rational) and value.denominator == 1:
+        return int(value.numerator)
+    try:
+        return float(value)
+    except OverflowError:  # a Fraction too large for a float, and not whole
+        raise InvalidRequest(
+            f"{what} {value!r} is above 1 and not whole: ask for a whole number, or a fraction "
+            "below 1"
+        ) from None

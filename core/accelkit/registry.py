@@ -34,6 +34,12 @@ first claim keeps a family and a later claim makes the later plugin an ``"error"
 names both plugins and their distributions. The one exception: a third-party manager declaring
 ``replaces = "<family>"`` (equal to its own name) takes over a built-in's family; the built-in's
 status becomes ``"replaced"`` and the replacement takes its place in the order.
+
+Plugin names are unique, with one exception for the same reason: a vendor's replacement may use
+the built-in's name as its entry-point name (NVIDIA's own plugin registered as ``nvidia``);
+:func:`plugin_report` then lists both, the built-in as ``"replaced"``. A third party named like
+a built-in that it does not replace is an ``"error"``. ``ACCELKIT_DISABLE_PLUGINS`` blocks by
+name, so it blocks both.
 """
 
 from __future__ import annotations
@@ -360,22 +366,41 @@ def _discover(settings: _Settings) -> _Discovery:
     taken: dict[str, _Plugin] = {}
     for plugin in plugins:
         info = plugin.info
+        owner = taken.get(info.name)
         if info.name in settings.disabled:
             plugin.fail("disabled", f"blocked by {DISABLE_VAR}")
-        elif info.name in taken:
-            plugin.fail(
-                "error",
-                f"its name is already taken by {taken[info.name].info.describe()}"
-                "; plugin names must be unique (rename the entry point)",
-            )
-        else:
+        elif owner is None:
             taken[info.name] = plugin
             _load(pm, plugin, settings.trace)
+        elif owner.info.origin == "builtin" and info.origin != "builtin":
+            # a vendor's own plugin may take its family's name, if it replaces that built-in
+            _load(pm, plugin, settings.trace)
+            if plugin.info.status == "ok" and not _replaces_builtin(plugin, owner):
+                plugin.fail("error", _name_taken(owner, replace_hint=True))
+        else:
+            plugin.fail("error", _name_taken(owner))
     families = _assign_families(plugins)
     for plugin in plugins:
         if plugin.info.status == "error" and plugin.info.name not in settings.required:
             _warn(f"{plugin.info.describe()} was skipped: {plugin.info.error}")
     return _Discovery(plugins, families, _required_error(settings, plugins), settings.trace)
+
+
+def _replaces_builtin(plugin: _Plugin, builtin: _Plugin) -> bool:
+    """Whether ``plugin`` declares ``replaces`` for a family that ``builtin`` provides."""
+    return any(m.replaces is not None and m.replaces in builtin.info.families
+               for m in plugin.managers)  # fmt: skip
+
+
+def _name_taken(owner: _Plugin, replace_hint: bool = False) -> str:
+    text = f"its name is already taken by {owner.info.describe()}; plugin names must be unique"
+    if replace_hint:
+        families = ", ".join(repr(f) for f in owner.info.families) or "its family"
+        return (
+            f"{text} unless the plugin replaces that built-in (a manager declaring replaces = "
+            f"{families}); rename the entry point or declare replaces"
+        )
+    return f"{text} (rename the entry point)"
 
 
 def _candidates(settings: _Settings) -> list[_Plugin]:
@@ -435,7 +460,10 @@ def _load(pm: pluggy.PluginManager, plugin: _Plugin, trace: bool) -> None:
     try:
         obj = plugin.load()
         step = "registration failed:"
-        pm.register(obj, name=plugin.info.name)
+        name = plugin.info.name
+        if pm.has_plugin(name):  # a replacement named like the built-in it replaces
+            name = f"{name} ({plugin.info.dist or plugin.info.module})"
+        pm.register(obj, name=name)
         plugin.impls = _validated_impls(pm, obj)
         if "accelkit_register_managers" in plugin.impls:
             step = "accelkit_register_managers raised"

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .node import Node
 
 __all__ = [
+    "TYPE_KEY",
     "TYPE_REQUEST_UNITS",
     "FamilyDevices",
     "Inventory",
@@ -34,6 +35,10 @@ __all__ = [
 
 TYPE_REQUEST_UNITS = 10
 """What a type request takes of ``accelerator_type:<label>``: 0.001, as Ray asks."""
+
+TYPE_KEY = "accelerator_type"
+"""``{"GPU": 1, "accelerator_type": "H100"}`` is the keyword form ``accelerator_type="H100"``
+written into the request (as the CLI's ``-r accelerator_type=H100``)."""
 
 
 def validate_request(
@@ -45,10 +50,11 @@ def validate_request(
     """The request in integer units (1e-4) by resource, or raise :class:`InvalidRequest`.
 
     Zero quantities are dropped (asking for no GPU is asking for nothing). ``accelerator_type``
-    adds 0.001 of ``accelerator_type:<label>``, like writing that key yourself. Without a node,
-    a resource no family owns is a custom resource and only the fixed-point rule applies. With a
-    node, a resource the node lacks, a type it lacks, or more than it could ever hold raises
-    :class:`Unsatisfiable` (an ``InvalidRequest``) naming what the node has.
+    (or the entry ``"accelerator_type": "<label>"``) adds 0.001 of ``accelerator_type:<label>``,
+    like writing that key yourself, and lands the request's devices on that type only. Without
+    a node, a resource no family owns is a custom resource and only the fixed-point rule applies.
+    With a node, a resource the node lacks, a type it lacks, or more than it could ever hold
+    raises :class:`Unsatisfiable` (an ``InvalidRequest``) naming what the node has.
     """
     inventory = None if node is None else Inventory(node)
     return resolve(request, accelerator_type, inventory)[0]
@@ -67,6 +73,9 @@ def resolve(
     units: dict[str, int] = {}
     label: Optional[str] = None
     for name, value in request.items():
+        if name == TYPE_KEY:
+            accelerator_type = _type_entry(value, accelerator_type)
+            continue
         _check_name(name)
         amount = _quantity(name, value, inventory)
         if not amount:
@@ -85,6 +94,20 @@ def resolve(
     if inventory is not None:
         inventory.check(units, label)
     return units, label
+
+
+def _type_entry(value: object, keyword: Optional[str]) -> str:
+    """``{"accelerator_type": "H100"}``: the keyword form written into the request."""
+    if not isinstance(value, str):
+        raise InvalidRequest(
+            f"{TYPE_KEY} takes a label, got {value!r}: write {{'{TYPE_KEY}': 'H100'}}, "
+            f"accelerator_type='H100', or {{'{ACCELERATOR_TYPE_PREFIX}H100': 0.001}}"
+        )
+    if keyword is not None and keyword != value:
+        raise InvalidRequest(
+            f"a request may name one accelerator type, got {keyword!r} and {value!r}"
+        )
+    return value
 
 
 def _check_name(name: object) -> None:

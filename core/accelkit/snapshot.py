@@ -31,6 +31,10 @@ still finds the same devices with the same types. File paths and symlink targets
 are: they hold bus ids, not serials. A family that finds its devices only through its library
 (no command, no sysfs) records nothing: that is what the snapshot says, and ``accelkit ls -v``
 on it tells why.
+
+Layering: recording runs node detection, so this module sits beside :mod:`accelkit.node` (it
+imports the registry and the node, and nothing below imports it); replay itself needs only
+:class:`FakeHost`.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Optional, Union
 
+from . import __version__, registry
 from .host import (
     MAX_READ_BYTES,
     CommandResult,
@@ -54,6 +59,7 @@ from .host import (
     LocalHost,
     ProbeFunction,
 )
+from .node import CONFIG_ENV_VARS, detect_node
 
 __all__ = ["FORMAT", "VERSION", "RecordingHost", "load_snapshot", "record_snapshot"]
 
@@ -120,9 +126,6 @@ def record_snapshot(
     The directory is created if needed. An existing snapshot there is replaced only with
     ``overwrite=True``; other files in the directory are never touched. Returns the directory.
     """
-    from . import __version__, registry
-    from .node import CONFIG_ENV_VARS, detect_node
-
     base = Path(directory)
     _prepare(base, overwrite)
     source = host if host is not None else LocalHost()

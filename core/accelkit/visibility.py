@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Optional
 
 __all__ = [
+    "MAX_RANGE_IDS",
     "NOTHING_VISIBLE",
     "format_ranges",
     "join_ids",
@@ -21,6 +22,9 @@ __all__ = [
 
 NOTHING_VISIBLE = ("", "NoDevFiles")
 """Values that conventionally mean "no device visible" (SLURM and Ray write ``NoDevFiles``)."""
+
+MAX_RANGE_IDS = 4096
+"""The most ids one value's ranges may expand to: ``0-999999999`` is a typo, not a node."""
 
 
 def split_ids(
@@ -63,7 +67,8 @@ def relative_ids(base: Sequence[str], tokens: Iterable[str]) -> list[str]:
 def parse_ranges(
     value: Optional[str], nothing: Sequence[str] = NOTHING_VISIBLE
 ) -> Optional[list[str]]:
-    """``"0-3,6"`` -> ``["0", "1", "2", "3", "6"]``; raises ``ValueError`` on a malformed token."""
+    """``"0-3,6"`` -> ``["0", "1", "2", "3", "6"]``; raises ``ValueError`` on a malformed token
+    or ranges spanning more than :data:`MAX_RANGE_IDS` ids."""
     tokens = split_ids(value, nothing)
     if tokens is None:
         return None
@@ -75,6 +80,10 @@ def parse_ranges(
         first, last = int(low), int(high) if sep else int(low)
         if last < first:
             raise ValueError(f"range {token!r} in {value!r} runs backwards")
+        if len(ids) + last - first + 1 > MAX_RANGE_IDS:
+            raise ValueError(
+                f"{value!r} spans more than {MAX_RANGE_IDS} ids; no node has that many"
+            )
         ids.extend(str(n) for n in range(first, last + 1))
     return ids
 

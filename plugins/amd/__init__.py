@@ -20,23 +20,26 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from accelkit import AcceleratorManager, Device, Host, hookimpl
-from accelkit.detection import detect_layers, parse_json, read_int, run_command
+from accelkit.detection import detect_layers, normalise_bus_id, parse_json, read_int, run_command
 from accelkit.gpu_facts import find_field, json_records, library_session, parse_int, sanitize_label
-from accelkit.gpu_sysfs import drm_devices, kfd_bus_id, kfd_gpu_nodes, pci_location
+from accelkit.gpu_sysfs import drm_devices, kfd_bus_id, kfd_gpu_nodes
 from accelkit.textparse import parse_memory
 from accelkit.visibility import relative_ids, split_ids
 
-# PCI device id -> type label (the id is the one fact every layer, sysfs included, gives)
-# fmt: off
-PRODUCTS = {
-    0x66A1: "AMD-Instinct-MI50",        0x738C: "AMD-Instinct-MI100",
-    0x7408: "AMD-Instinct-MI250X",      0x740C: "AMD-Instinct-MI250X-MI250",
-    0x740F: "AMD-Instinct-MI210",       0x74A0: "AMD-Instinct-MI300A",
-    0x74A1: "AMD-Instinct-MI300X-OAM",  0x74A2: "AMD-Instinct-MI308X-OAM",
-    0x74A5: "AMD-Instinct-MI325X-OAM",  0x74A9: "AMD-Instinct-MI300X-HF",
-    0x75A0: "AMD-Instinct-MI350X-OAM",  0x75A3: "AMD-Instinct-MI355X-OAM",
+PRODUCTS = {  # PCI device id -> type label (the id is the one fact every layer, sysfs too, gives)
+    0x66A1: "AMD-Instinct-MI50",
+    0x738C: "AMD-Instinct-MI100",
+    0x7408: "AMD-Instinct-MI250X",
+    0x740C: "AMD-Instinct-MI250X-MI250",
+    0x740F: "AMD-Instinct-MI210",
+    0x74A0: "AMD-Instinct-MI300A",
+    0x74A1: "AMD-Instinct-MI300X-OAM",
+    0x74A2: "AMD-Instinct-MI308X-OAM",
+    0x74A5: "AMD-Instinct-MI325X-OAM",
+    0x74A9: "AMD-Instinct-MI300X-HF",
+    0x75A0: "AMD-Instinct-MI350X-OAM",
+    0x75A3: "AMD-Instinct-MI355X-OAM",
 }
-# fmt: on
 AMD_VENDOR = 0x1002
 AMD_SMI_LIST = ("amd-smi", "list", "--json")
 AMD_SMI_STATIC = ("amd-smi", "static", "--asic", "--vram", "--json")
@@ -67,17 +70,20 @@ class AmdManager(AcceleratorManager):
         return detect_layers(host, *layers, ("sysfs", from_kfd), ("sysfs", from_drm))
 
 
-def gpu(host: Host, index: int, facts: Any, bus: object, memory: Optional[int]) -> Device:
-    """A GPU from any layer's facts: device id, market name, serial (ROCr's UUID is built on it)."""
-    device_id = parse_int(find_field(facts, "device_id")) or 0
-    market = find_field(facts, "market_name")
+def gpu(host: Host, index: int, facts: Any, bus: object, memory: Optional[int] = None) -> Device:
+    """A GPU from a layer's facts: PCI device id, market name, serial (ROCr's UUID is built on
+    it). The device id and VRAM size a layer lacks are read offline from the GPU's sysfs."""
+    pci = f"/sys/bus/pci/devices/{normalise_bus_id(bus)}"
+    device_id = parse_int(find_field(facts, "device_id")) or read_int(host, f"{pci}/device", 16)
+    market, serial = find_field(facts, "market_name"), find_field(facts, "asic_serial", "unique_id")
     model = market if isinstance(market, str) and market not in ("", "N/A") else None
-    serial = parse_int(find_field(facts, "asic_serial", "unique_id"))
-    named = model or (f"GPU-{device_id:04x}" if device_id else None)
-    label = PRODUCTS.get(device_id) or sanitize_label(named, prefix="AMD")
-    return Device(str(index), index, type_label=label, model=model,
-                  uuid=f"GPU-{serial:016x}" if serial else None, memory_bytes=memory,
-                  **pci_location(host, str(bus or "")))  # fmt: skip
+    uuid = f"GPU-{n:016x}" if (n := parse_int(serial)) else None
+    label = PRODUCTS.get(device_id or 0) or sanitize_label(
+        model or (f"GPU-{device_id:04x}" if device_id else None), prefix="AMD"
+    )
+    memory = memory or read_int(host, f"{pci}/mem_info_vram_total", 10)
+    facts = {"model": model, "uuid": uuid, "memory_bytes": memory, "pci_bus_id": str(bus)}
+    return Device(str(index), index, type_label=label, **facts)
 
 
 def vram_mib(size: Any) -> Optional[int]:
@@ -86,18 +92,16 @@ def vram_mib(size: Any) -> Optional[int]:
     return parse_memory(text.replace("MB", "MiB"), "MiB")
 
 
-def sysfs_vram(host: Host, bus: Optional[str]) -> Optional[int]:
-    return read_int(host, f"/sys/bus/pci/devices/{bus}/mem_info_vram_total", 10)
-
-
 def from_amdsmi(host: Host) -> Optional[list[Device]]:
     with library_session(host, "amdsmi", "amdsmi_init", "amdsmi_shut_down") as smi:
         handles = smi.amdsmi_get_processor_handles() if smi else []
-        return smi and [
-            gpu(host, n, smi.amdsmi_get_gpu_asic_info(h), smi.amdsmi_get_gpu_device_bdf(h),
-                vram_mib(smi.amdsmi_get_gpu_vram_info(h).get("vram_size")))
-            for n, h in enumerate(handles)
-        ]  # fmt: skip
+        return smi and [amdsmi_gpu(host, smi, n, handle) for n, handle in enumerate(handles)]
+
+
+def amdsmi_gpu(host: Host, smi: Any, index: int, handle: object) -> Device:
+    size = vram_mib(smi.amdsmi_get_gpu_vram_info(handle).get("vram_size"))
+    asic, bus = smi.amdsmi_get_gpu_asic_info(handle), smi.amdsmi_get_gpu_device_bdf(handle)
+    return gpu(host, index, asic, bus, size)
 
 
 def from_amd_smi(host: Host) -> Optional[list[Device]]:
@@ -116,22 +120,15 @@ def from_amd_smi(host: Host) -> Optional[list[Device]]:
 
 
 def from_kfd(host: Host) -> Optional[list[Device]]:
-    """GPU nodes of the KFD topology, as ROCr numbers them; None when it lists none."""
+    """GPU nodes of the KFD topology (CPU nodes skipped), as ROCr numbers them; None if none."""
     nodes = [p for p in kfd_gpu_nodes(host) or [] if p.get("vendor_id") == AMD_VENDOR]
-    buses = [kfd_bus_id(properties) for properties in nodes]
-    found = enumerate(zip(nodes, buses))
-    return [gpu(host, n, p, bus, sysfs_vram(host, bus)) for n, (p, bus) in found] or None
+    return [gpu(host, n, node, kfd_bus_id(node)) for n, node in enumerate(nodes)] or None
 
 
 def from_drm(host: Host) -> Optional[list[Device]]:
     """DRM cards of vendor 0x1002 (a card and its render node count once), in bus order."""
     cards = drm_devices(host, AMD_VENDOR)
-    if cards is None:
-        return None
-    return [
-        gpu(host, n, {"device_id": card.device}, card.bus_id, sysfs_vram(host, card.bus_id))
-        for n, card in enumerate(cards)
-    ]
+    return None if cards is None else [gpu(host, n, {}, c.bus_id) for n, c in enumerate(cards)]
 
 
 @hookimpl

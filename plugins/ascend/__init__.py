@@ -53,10 +53,10 @@ def probe_acl(import_module: Callable[[str], ModuleType]) -> dict[str, Any]:
 
 def from_acl(host: Host) -> Optional[list[Device]]:
     """pyACL counts the chips its process may use: under ASCEND_RT_VISIBLE_DEVICES, those ids."""
-    found = call_probe(host, probe_acl)
-    count = found.get("count") if isinstance(found, dict) else None
+    found = call_probe(host, probe_acl, expect=dict) or {}
+    count = found.get("count")
     if not isinstance(count, int) or count < 0:
-        if found is not None:
+        if found:
             note(f"pyACL probe returned {found!r}, not a device count", "warning")
         return None
     ids = [str(n) for n in range(count)]

@@ -20,7 +20,6 @@ from typing import Optional
 from accelkit import ALIGNED_BLOCKS, AcceleratorManager, Device, Host, hookimpl, note
 from accelkit.detection import detect_layers, parse_csv, pci_device_at, read_value, run_command
 from accelkit.gpu_facts import type_label
-from accelkit.gpu_sysfs import pci_location
 from accelkit.textparse import parse_memory
 
 HL_SMI = ("hl-smi", "-Q", "index,module_id,name,bus_id,memory.total", "-f", "csv,noheader")
@@ -45,7 +44,7 @@ DRIVER = "habanalabs"
 def from_hl_smi(host: Host) -> Optional[list[Device]]:
     """One device per hl-smi row with a numeric module id, ordered by module id."""
     rows = parse_csv(run_command(host, HL_SMI), 5, "hl-smi output")
-    if rows is None:
+    if not rows:  # printing nothing is no answer: sysfs says what is there
         return None
     devices = []
     for _index, module, name, bus_id, memory in rows:
@@ -58,7 +57,7 @@ def from_hl_smi(host: Host) -> Optional[list[Device]]:
                 model=name or None,
                 type_label=type_label(name, TYPE_LABELS, prefix="Intel"),
                 memory_bytes=parse_memory(memory),
-                **pci_location(host, bus_id),
+                pci_bus_id=bus_id,
             )
         )
     return sorted(devices, key=lambda d: int(d.id))

@@ -26,19 +26,23 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable, Optional
 
 from accelkit import AcceleratorManager, Device, Host, hookimpl, note
-from accelkit.detection import call_probe, detect_layers, parse_json, run_command
-from accelkit.gpu_facts import find_field, json_records, normalise_bus_id, parse_int, type_label
-from accelkit.gpu_sysfs import drm_devices, pci_location
+from accelkit.detection import call_probe, detect_layers, normalise_bus_id
+from accelkit.gpu_facts import find_field, parse_int, type_label
+from accelkit.gpu_sysfs import drm_devices
+from accelkit.tool_output import first_records
 from accelkit.visibility import join_ids, relative_ids, split_ids
 
-# fmt: off
-MODELS = {  # PCI device id -> product, for layers that give only the id
-    0x0BD5: "Max 1550", 0x0BD6: "Max 1550", 0x0BD1: "Max 1450", 0x0B69: "Max 1450",
-    0x0BD7: "Max 1350", 0x0BD8: "Max 1350", 0x0BD9: "Max 1100", 0x0BDA: "Max 1100",
-    0x0BDB: "Max 1100", 0x56C0: "Flex 170", 0x56C1: "Flex 140", 0x56A0: "Arc A770",
-    0x56A1: "Arc A750",
+PRODUCTS = {  # product -> PCI device ids, for layers that name a card only by its id
+    "Max 1550": (0x0BD5, 0x0BD6),
+    "Max 1450": (0x0BD1, 0x0B69),
+    "Max 1350": (0x0BD7, 0x0BD8),
+    "Max 1100": (0x0BD9, 0x0BDA, 0x0BDB),
+    "Flex 170": (0x56C0,),
+    "Flex 140": (0x56C1,),
+    "Arc A770": (0x56A0,),
+    "Arc A750": (0x56A1,),
 }
-# fmt: on
+MODELS = {pci: product for product, ids in PRODUCTS.items() for pci in ids}
 # Discrete products -> labels; a name matching neither is not a discrete GPU (for dpctl).
 TYPE_LABELS = (
     (r"\b(Max|Flex) (\d+)\b", r"Intel-GPU-\1-\2"),
@@ -48,6 +52,7 @@ DISCRETE = re.compile("|".join(pattern for pattern, _ in TYPE_LABELS), re.IGNORE
 STACKS = {"Intel-GPU-Max-1550": 2, "Intel-GPU-Max-1450": 2, "Intel-GPU-Max-1350": 2}
 INTEGRATED_BUS = "0000:00:02.0"
 XPU_SMI = ("xpu-smi", "discovery", "-j")
+Roots = list[Optional[Device]]  # a card's root devices; None for an integrated GPU
 
 
 class IntelManager(AcceleratorManager):
@@ -88,9 +93,9 @@ def level_zero_ids(value: Optional[str], nothing: Sequence[str]) -> Optional[lis
     return None if {"*", "gpu"} & set(ids) else ids
 
 
-def card(host: Host, name: Any, pci: Any, uuid: Any, bus: Any, memory: Any, split: bool = True
-         ) -> list[Optional[Device]]:  # fmt: skip
-    """A card's root devices, unnumbered: one per stack when ``split`` in FLAT mode. An
+def card(host: Host, name: Any, pci: Any, bus: Any, uuid: Any = None, memory: Any = None) -> Roots:
+    """A card's root devices, unnumbered. A layer that lists PCI functions (bus id known) lists
+    cards: in FLAT mode each is split into its stacks. dpctl lists root devices as they are. An
     integrated GPU is ``[None]``: it is not offered, yet it takes a Level Zero ordinal."""
     known, bus_id = MODELS.get(parse_int(pci) or 0), normalise_bus_id(bus)
     model = str(name) if known is None or DISCRETE.search(str(name)) else known
@@ -99,14 +104,13 @@ def card(host: Host, name: Any, pci: Any, uuid: Any, bus: Any, memory: Any, spli
         return [None]
     label = type_label(model, TYPE_LABELS, ("Graphics",), "Intel")
     flat = host.env.get("ZE_FLAT_DEVICE_HIERARCHY", "FLAT").strip().upper() == "FLAT"
-    stacks = STACKS.get(label or "", 1) if split and flat else 1
-    size = parse_int(memory) or 0
-    return [Device("0", type_label=label, model=model, memory_bytes=size // stacks or None,
-                   uuid=str(uuid) if uuid and stacks == 1 else None,  # a card's UUID names no stack
-                   **pci_location(host, bus_id))] * stacks  # fmt: skip
+    stacks = STACKS.get(label or "", 1) if bus_id and flat else 1
+    uuid = str(uuid) if uuid and stacks == 1 else None  # a card's UUID names none of its stacks
+    facts = {"model": model, "uuid": uuid, "memory_bytes": parse_int(memory), "pci_bus_id": bus_id}
+    return [Device("0", type_label=label, **facts)] * stacks
 
 
-def numbered(cards: Iterable[list[Optional[Device]]]) -> list[Device]:
+def numbered(cards: Iterable[Roots]) -> list[Device]:
     """Root devices numbered in Level Zero order, which counts integrated GPUs too."""
     roots = [device for card_roots in cards for device in card_roots]
     return [d.replace(id=str(n), index=n) for n, d in enumerate(roots) if d is not None]
@@ -119,38 +123,29 @@ def dpctl_probe(import_module: Callable[[str], Any]) -> list[list[Any]]:
 
 
 def from_dpctl(host: Host) -> Optional[list[Device]]:
-    """Root devices as SYCL sees them, in the node's hierarchy mode; stacks are not split again."""
+    """Root devices as SYCL sees them, in the node's hierarchy mode."""
     if {"ZE_AFFINITY_MASK", "ONEAPI_DEVICE_SELECTOR"} & set(host.env):
         note("dpctl would see only the devices the node's visibility variables select: skipped")
         return None
-    found = call_probe(host, dpctl_probe)
-    if not isinstance(found, list):
-        return None
-    return numbered(card(host, name, None, None, None, memory, False) for name, memory in found)
+    found = call_probe(host, dpctl_probe, expect=list)
+    cards = (card(host, name, None, None, None, size) for name, size in found or ())
+    return None if found is None else numbered(cards)
 
 
 def from_xpu_smi(host: Host) -> Optional[list[Device]]:
     """One record per card; old releases name every card "Intel(R) Graphics [0x0bd5]"."""
-    records = json_records(parse_json(run_command(host, XPU_SMI), "xpu-smi discovery output"))
-    if records is None:
-        return None
-    fields = ("device_name", "pci_device_id", "uuid", "pci_bdf_address")
-    cards = []
-    for record in records:
-        name, pci, uuid, bus = (find_field(record, field) for field in fields)
-        cards.append(card(host, name, pci, uuid, bus, None))
-    return numbered(cards)
+    records = first_records(host, XPU_SMI)
+    fields = ("device_name", "pci_device_id", "pci_bdf_address", "uuid")
+    cards = (card(host, *(find_field(record, f) for f in fields)) for record in records or ())
+    return None if records is None else numbered(cards)
 
 
 def from_drm(host: Host) -> Optional[list[Device]]:
     """DRM cards of vendor 0x8086 bound to i915 or xe, in bus order."""
     found = drm_devices(host, 0x8086)
-    if found is None:
-        return None
-    gpus = [d for d in found if d.driver in ("i915", "xe")]
-    return numbered(
-        card(host, f"GPU {d.device:#06x}", d.device, None, d.bus_id, None) for d in gpus
-    )
+    gpus = [d for d in found or () if d.driver in ("i915", "xe")]
+    cards = (card(host, f"GPU {d.device:#06x}", d.device, d.bus_id) for d in gpus)
+    return None if found is None else numbered(cards)
 
 
 @hookimpl

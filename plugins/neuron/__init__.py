@@ -15,9 +15,8 @@ from typing import Any, NamedTuple, Optional
 
 from accelkit import CONTIGUOUS, AcceleratorManager, Device, Host, hookimpl, note
 from accelkit.detection import detect_layers, read_int, read_value
-from accelkit.gpu_facts import json_records, normalise_bus_id, parse_int
-from accelkit.gpu_sysfs import numa_node
-from accelkit.tool_output import first_json
+from accelkit.gpu_facts import parse_int
+from accelkit.tool_output import first_records
 from accelkit.visibility import format_ranges, parse_ranges
 
 VISIBLE = "NEURON_RT_VISIBLE_CORES"
@@ -67,10 +66,7 @@ class NeuronManager(AcceleratorManager):
         return detect_layers(host, ("command", self._from_neuron_ls), ("sysfs", self._from_sysfs))
 
     def _from_neuron_ls(self, host: Host) -> Optional[list[Device]]:
-        data = first_json(host, *COMMANDS)
-        entries = json_records(data)
-        if entries is None and data is not None:
-            note("neuron-ls printed JSON without a list of devices; ignoring it", "warning")
+        entries = first_records(host, *COMMANDS)
         chips = None if entries is None else [_chip(n, e) for n, e in enumerate(entries)]
         return None if chips is None else self._cores(host, chips)
 
@@ -96,8 +92,7 @@ class NeuronManager(AcceleratorManager):
                 type_label=TYPE_LABEL,
                 model=model,
                 memory_bytes=share,
-                pci_bus_id=chip.bus_id,
-                numa_node=numa_node(host, chip.bus_id),
+                pci_bus_id=chip.bus_id,  # detection normalises it and adds the NUMA node
                 parent=f"neuron{chip.number}",
             )
             devices += [core.replace(id=str(len(devices) + n)) for n in range(logical)]
@@ -113,8 +108,8 @@ class NeuronManager(AcceleratorManager):
 
 def _chip(position: int, entry: Mapping[str, Any]) -> _Chip:
     number, cores, memory = (parse_int(entry.get(field)) for field in FIELDS)
-    bus = normalise_bus_id(str(entry.get("bdf") or ""))
-    return _Chip(position if number is None else number, cores, bus, memory)
+    bus = entry.get("bdf")
+    return _Chip(position if number is None else number, cores, str(bus) if bus else None, memory)
 
 
 def _sysfs_cores(host: Host, base: str) -> int:

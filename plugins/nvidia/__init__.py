@@ -24,8 +24,7 @@ from typing import Any, Optional
 
 from accelkit import AcceleratorManager, Device, Host, hookimpl, note
 from accelkit.detection import detect_layers, parse_csv, run_command
-from accelkit.gpu_facts import decode, library_session, type_label
-from accelkit.gpu_sysfs import pci_location
+from accelkit.gpu_facts import decode, library_session, optional_call, type_label
 from accelkit.textparse import parse_colon_records, parse_memory
 from accelkit.visibility import split_ids
 
@@ -39,6 +38,7 @@ CUDA_TOKEN = re.compile(r"^(\d+|GPU-[\w-]+|MIG-[\w/-]+)$")  # CUDA stops at any 
 QUERY = "index,uuid,name,memory.total,pci.bus_id,mig.mode.current"
 NVIDIA_SMI = ("nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits")
 PROC_GPUS = "/proc/driver/nvidia/gpus"
+MIG_CAPS = "/proc/driver/nvidia/capabilities"
 
 
 class NvidiaManager(AcceleratorManager):
@@ -67,11 +67,11 @@ class NvidiaManager(AcceleratorManager):
         return detect_layers(host, *layers)
 
 
-def gpu(host: Host, index: int, name: str, uuid: str, memory: Optional[int], bus: object) -> Device:
-    """A whole GPU as any layer describes it, with its NUMA node from sysfs."""
-    return Device(str(index), index, model=name or None, uuid=uuid or None, memory_bytes=memory,
-                  type_label=type_label(name, TYPE_LABELS, ("NVIDIA", "Tesla")),
-                  **pci_location(host, decode(bus)))  # fmt: skip
+def gpu(index: int, name: str, uuid: str, memory: Optional[int], bus: object) -> Device:
+    """A whole GPU as any layer describes it (detection adds its NUMA node from sysfs)."""
+    facts: dict[str, Any] = {"model": name, "uuid": uuid, "pci_bus_id": decode(bus)}
+    label = type_label(name, TYPE_LABELS, ("NVIDIA", "Tesla"))
+    return Device(str(index), index, type_label=label, memory_bytes=memory, **facts)
 
 
 def left_out(index: object, why: str) -> list[Device]:
@@ -83,17 +83,14 @@ def from_nvml(host: Host) -> Optional[list[Device]]:
     """Every GPU NVML counts, its MIG instances in place of a MIG-enabled one."""
     with library_session(host, "pynvml", "nvmlInit", "nvmlShutdown") as nvml:
         count = nvml.nvmlDeviceGetCount() if nvml else 0
-        return nvml and [d for i in range(count) for d in nvml_gpu(host, nvml, i)]
+        return nvml and [d for i in range(count) for d in nvml_gpu(nvml, i)]
 
 
-def nvml_gpu(host: Host, nvml: Any, index: int) -> list[Device]:
+def nvml_gpu(nvml: Any, index: int) -> list[Device]:
     handle = nvml.nvmlDeviceGetHandleByIndex(index)
-    whole = gpu(host, index, *nvml_facts(nvml, handle), nvml.nvmlDeviceGetPciInfo(handle).busId)
-    try:
-        mig_mode = nvml.nvmlDeviceGetMigMode(handle)[0]
-    except nvml.NVMLError:  # GPUs without MIG answer "not supported"
-        mig_mode = None
-    if mig_mode != nvml.NVML_DEVICE_MIG_ENABLE:
+    whole = gpu(index, *nvml_facts(nvml, handle), nvml.nvmlDeviceGetPciInfo(handle).busId)
+    mig_mode = optional_call(nvml.nvmlDeviceGetMigMode, handle, errors=nvml.NVMLError)
+    if not mig_mode or mig_mode[0] != nvml.NVML_DEVICE_MIG_ENABLE:  # no MIG: "not supported"
         return [whole]
     # An NVML error from here on fails the layer: the next ones leave this GPU out, with a note.
     slots = range(nvml.nvmlDeviceGetMaxMigDeviceCount(handle))
@@ -122,12 +119,12 @@ def mig_instance(nvml: Any, handle: object, slot: int, parent: Device) -> list[D
 def from_nvidia_smi(host: Host) -> Optional[list[Device]]:
     """One GPU per row; an unreadable index makes the layer fail, so the next one answers."""
     rows = parse_csv(run_command(host, NVIDIA_SMI), 6, "nvidia-smi output")
-    if rows is None:
+    if not rows:  # no GPU prints "No devices were found" and exits 6: nothing is no answer
         return None
     for index, *_ in (row for row in rows if row[5] == "Enabled"):
         left_out(index, "MIG is enabled")
     return [
-        gpu(host, int(index), name, uuid, parse_memory(memory, "MiB"), bus)
+        gpu(int(index), name, uuid, parse_memory(memory, "MiB"), bus)
         for index, uuid, name, memory, bus, mig_mode in rows
         if mig_mode != "Enabled"
     ]
@@ -139,12 +136,13 @@ def from_proc(host: Host) -> Optional[list[Device]]:
     devices = []
     for index, bus in enumerate(buses):
         info = host.read_text(f"{PROC_GPUS}/{bus}/information")
-        fields = (parse_colon_records(info, "Model", bus) or [{}])[0]
-        if host.glob(f"/proc/driver/nvidia/capabilities/gpu{fields.get('Device Minor')}/mig/gi*"):
-            left_out(index, "it has MIG instances")
+        fields = (parse_colon_records(info, "Model", f"{bus}/information") or [{}])[0]
+        minor = fields.get("Device Minor", "")  # names its MIG capabilities, unless unreadable
+        if not minor.isdecimal() or host.glob(f"{MIG_CAPS}/gpu{minor}/mig/gi*"):
+            left_out(index, "it has MIG instances" if minor.isdecimal() else "no Device Minor")
             continue
         name, uuid = fields.get("Model", ""), fields.get("GPU UUID", "")
-        devices.append(gpu(host, index, name, uuid, None, fields.get("Bus Location", bus)))
+        devices.append(gpu(index, name, uuid, None, fields.get("Bus Location", bus)))
     return devices if buses else None
 
 

@@ -17,13 +17,13 @@ from accelkit.node import Node, detect_node
 from accelkit.snapshot import load_snapshot, record_snapshot
 
 
-def accelkit(*args: str) -> subprocess.CompletedProcess[str]:
+def accelkit(*args: str, **variables: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
     return subprocess.run(
         [sys.executable, "-m", "accelkit.cli", *args],
         capture_output=True,
         text=True,
-        env=env,
+        env={**env, **variables},
         timeout=60,
     )
 
@@ -152,3 +152,56 @@ def test_snapshot_into_a_file_is_an_error(tmp_path: Path, empty: Path) -> None:
     result = accelkit("snapshot", str(tmp_path / "file"), "--host", str(empty))
     assert result.returncode == 2
     assert "not a directory" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_every_verb_refuses_a_host_that_is_no_snapshot(tmp_path: Path) -> None:
+    for verb in (["ls"], ["plugins"], ["snapshot", str(tmp_path / "out")], ["env", "-r", "GPU=1"]):
+        result = accelkit(*verb, "--host", str(tmp_path / "missing"))
+        assert result.returncode == 2, (verb, result.stderr)
+        assert "is not a snapshot" in result.stderr, verb
+        assert "Traceback" not in result.stderr, verb
+
+
+def test_a_bad_override_variable_of_this_machine_is_a_sentence(tmp_path: Path) -> None:
+    result = accelkit("ls", ACCELKIT_OVERRIDE_RESOURCES="{GPU: 2")
+    assert result.returncode == 2
+    assert "ACCELKIT_OVERRIDE_RESOURCES='{GPU: 2' is not JSON" in result.stderr
+    assert 'write an object such as {"GPU": 2}' in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_malformed_exclusion_is_a_warning_in_the_listing() -> None:
+    result = accelkit("ls", ACCELKIT_EXCLUDE_DEVICES="nvidia")
+    assert result.returncode == 0, result.stderr
+    assert "ACCELKIT_EXCLUDE_DEVICES entry 'nvidia' is not family:device" in result.stdout
+
+
+def test_snapshot_into_an_unwritable_place_is_a_sentence(tmp_path: Path, empty: Path) -> None:
+    (tmp_path / "file").write_text("")
+    result = accelkit("snapshot", str(tmp_path / "file" / "snap"), "--host", str(empty))
+    assert result.returncode == 2
+    assert f"cannot write a snapshot into {tmp_path / 'file' / 'snap'}: " in result.stderr
+    assert "Errno" not in result.stderr and "Traceback" not in result.stderr
+    if os.geteuid() != 0:  # root writes anywhere
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        result = accelkit("snapshot", str(locked / "snap"), "--host", str(empty))
+        assert result.returncode == 2
+        assert "Permission denied" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_ls_prints_each_diagnostic_once(empty: Path) -> None:
+    """Two detection layers that both find a command missing say so once (neuron-ls twice)."""
+    result = accelkit("ls", "--host", str(empty), "-v")
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.startswith("  info")]
+    assert lines and len(lines) == len(set(lines)), "\n".join(lines)
+
+
+def test_ls_label_prefix(empty: Path) -> None:
+    result = accelkit("ls", "--host", str(empty), "--override", "GPU=1", "--label-prefix", "x.io/")
+    assert result.returncode == 0, result.stderr
+    assert "  x.io/nvidia.count = 1" in result.stdout
+    assert "accelkit/" not in result.stdout
+    as_json = accelkit("ls", "--host", str(empty), "--override", "GPU=1", "--json")
+    assert Node.from_dict(json.loads(as_json.stdout)).labels == {"accelkit/nvidia.count": "1"}

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import types
 from pathlib import Path
 
 import pytest
-from accelkit.host import CommandResult, FakeHost, ProbeError, natural_key
+from accelkit.host import CommandResult, FakeHost, HostView, ProbeError, natural_key
 
 
 def test_an_empty_fake_host_exposes_nothing_of_the_real_machine() -> None:
@@ -215,3 +216,26 @@ def test_glob_lists_dangling_symlinks_as_the_machine_would(tmp_path: Path) -> No
     assert host.glob("/dev/accel*") == ["/dev/accel0"]
     assert host.glob("/dev/accel0") == ["/dev/accel0"]
     assert not host.exists("/dev/accel0")
+
+
+def test_a_view_narrows_the_environment_and_delegates_the_rest(tmp_path: Path) -> None:
+    (tmp_path / "sys").mkdir()
+    (tmp_path / "sys" / "f").write_text("x")
+    (tmp_path / "sys" / "link").symlink_to("f")
+    module = types.ModuleType("vendorlib")
+    host = FakeHost(
+        root=tmp_path,
+        env={"A": "1", "B": "2", "HOME": "/root"},
+        commands={"tool": (0, "out")},
+        modules={"vendorlib": module},
+    )
+    view = host.view(["A", "MISSING"])
+    assert isinstance(view, HostView) and view.inner is host
+    assert dict(view.env) == {"A": "1"}
+    assert view.read_text("/sys/f") == "x" and view.exists("/sys/f") and view.is_dir("/sys")
+    assert view.listdir("/sys") == ["f", "link"] and view.glob("/sys/*") == ["/sys/f", "/sys/link"]
+    assert view.readlink("/sys/link") == "f" and view.realpath("/sys/link") == "/sys/f"
+    assert view.run(["tool", "-x"]).stdout == "out"
+    assert host.runs == [("tool", "-x")]
+    assert view.import_module("vendorlib") is module
+    assert view.probe(lambda imp: imp("vendorlib").__name__) == "vendorlib"

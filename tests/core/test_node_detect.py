@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 from accelkit import registry
 from accelkit.device import Device
+from accelkit.diagnostics import note
 from accelkit.errors import ConfigurationError
-from accelkit.host import FakeHost
+from accelkit.host import FakeHost, Host, HostView
+from accelkit.manager import AcceleratorManager
 from accelkit.node import EXCLUDE_ENV, NODE_FAMILY, OVERRIDE_ENV, Node, detect_node
 from core_fakes import (
     ACME_CSV,
@@ -150,18 +152,106 @@ def test_the_visibility_variable_restricts_and_supplies_ids_in_its_order(
     assert node.labels["accelkit/acme.count"] == "3"
 
 
-def test_visibility_tokens_may_be_uuids_and_unknown_ones_are_dropped(generic: object) -> None:
+def test_visibility_tokens_may_be_uuids_and_repeats_are_dropped(generic: object) -> None:
     uuid = "GPU-00000006-0000-4000-8000-000000000006"
-    host = acme_host(env={"ACME_VISIBLE_DEVICES": f"{uuid},9,1,1"}, csv=acme_csv(8))
+    uuid1 = "GPU-00000001-0000-4000-8000-000000000001"
+    host = acme_host(env={"ACME_VISIBLE_DEVICES": f"{uuid},1,1,{uuid1}"}, csv=acme_csv(8))
     node = detect_node(host)
     assert [(d.id, d.uuid) for d in node.devices] == [
         (uuid, uuid),
         ("1", "GPU-00000001-0000-4000-8000-000000000001"),
     ]
     assert levels(node, "warning") == [
-        "acme: ACME_VISIBLE_DEVICES names '9', which matches no detected device; leaving it out",
         "acme: ACME_VISIBLE_DEVICES names device 1 more than once ('1'); keeping the first",
+        f"acme: ACME_VISIBLE_DEVICES names device 1 more than once ({uuid1!r}); keeping the first",
     ]
+
+
+def test_design_example_2_3_5_with_3_gpus_gives_ids_2_3_5(generic: object) -> None:
+    """DESIGN: ``CUDA_VISIBLE_DEVICES=2,3,5`` with 3 GPUs gives ids "2","3","5", in that order.
+
+    Only "2" is a detected index (a container numbers its 3 GPUs 0-2); "3" and "5" still stand
+    for the other two detected GPUs, as Ray counts min(detected, listed), with the facts that
+    all those GPUs share, and a warning each.
+    """
+    node = detect_node(acme_host(env={"ACME_VISIBLE_DEVICES": "2,3,5"}, csv=acme_csv(3)))
+    assert [(d.id, d.index) for d in node.devices] == [("2", 0), ("3", 1), ("5", 2)]
+    assert node.devices[0].uuid == "GPU-00000002-0000-4000-8000-000000000002"
+    assert [(d.uuid, d.model, d.type_label, d.source) for d in node.devices[1:]] == [
+        (None, "Acme Z9", "Z9", "env")
+    ] * 2
+    assert node.resources == {"GPU": 3.0, "accelerator_type:Z9": 1.0}
+    assert levels(node, "warning") == [
+        "acme: ACME_VISIBLE_DEVICES names '3', '5', which match(es) no detected device by id, "
+        "UUID or index; each stands for one of the 2 detected device(s) the variable names no "
+        "other way, with only the facts they share (check the variable, unless this is a "
+        "container that numbers its devices anew)"
+    ]
+    assert ids(detect_node(acme_host(env={"ACME_VISIBLE_DEVICES": "2,3,5"}, csv=acme_csv(3)),
+                           {"GPU": 3})) == ["2", "3", "5"]  # fmt: skip
+    with pytest.raises(ConfigurationError) as caught:
+        detect_node(acme_host(env={"ACME_VISIBLE_DEVICES": "2,3,5"}, csv=acme_csv(3)), {"GPU": 4})
+    assert "ACME_VISIBLE_DEVICES='2,3,5' allows 3" in str(caught.value)
+    assert "GPU=4 from overrides" in str(caught.value)
+
+
+def test_a_stray_index_never_stands_for_a_partition(use_managers: MakeManagers) -> None:
+    """A MIG-enabled GPU is never handed out by its parent index, even through the variable."""
+    instances = [Device(f"MIG-{n}", parent="GPU-a", type_label="A100-1g.5gb") for n in range(2)]
+
+    def matches(self: object, token: str, device: Device) -> bool:  # as NVIDIA's: ids only
+        return token == device.id
+
+    use_managers(
+        static_manager(
+            "chip", "CHIP", instances, visible_devices_env_var="CHIP_VISIBLE", matches=matches
+        )
+    )
+    node = detect_node(FakeHost(env={"CHIP_VISIBLE": "0,MIG-1"}))
+    assert [(d.id, d.parent) for d in node.devices] == [("MIG-1", "GPU-a")]
+
+
+def test_tokens_beyond_the_detected_count_are_left_out(generic: object) -> None:
+    node = detect_node(acme_host(env={"ACME_VISIBLE_DEVICES": "7,3,5,5"}, csv=acme_csv(2)))
+    assert ids(node) == ["7", "3"]
+    warnings = levels(node, "warning")
+    assert "acme: ACME_VISIBLE_DEVICES names '5' more than once; keeping the first" in warnings
+    assert warnings[-1] == (
+        "acme: ACME_VISIBLE_DEVICES names '5', which match(es) no detected device, and every "
+        "detected device is already accounted for; leaving it out"
+    )
+
+
+def test_unnamed_devices_of_mixed_types_give_no_facts(generic: object) -> None:
+    csv = acme_csv(1, "Acme Z9") + "1, GPU-1, Acme T4, 8192\n"
+    node = detect_node(acme_host(env={"ACME_VISIBLE_DEVICES": "9"}, csv=csv))
+    assert [(d.id, d.model, d.type_label, d.memory_bytes) for d in node.devices] == [
+        ("9", None, None, None)
+    ]
+    assert node.resources == {"GPU": 1.0}
+
+
+def test_a_value_that_reads_as_nothing_by_accident_is_a_warning(
+    use_managers: MakeManagers,
+) -> None:
+    def read_visible(self: object, env: dict[str, str]) -> list[str] | None:
+        return [] if "CHIP_VISIBLE" in env else None  # e.g. CUDA stopping at a bad first token
+
+    use_managers(
+        static_manager(
+            "chip",
+            "CHIP",
+            [Device("0"), Device("1")],
+            visible_devices_env_var="CHIP_VISIBLE",
+            read_visible=read_visible,
+        )
+    )
+    node = detect_node(FakeHost(env={"CHIP_VISIBLE": "x0"}))
+    assert node.devices == []
+    assert levels(node, "warning") == [
+        "chip: CHIP_VISIBLE='x0' makes none of the 2 detected device(s) visible"
+    ]
+    assert levels(detect_node(FakeHost(env={"CHIP_VISIBLE": " NoDevFiles"})), "warning") == []
 
 
 @pytest.mark.parametrize("value", ["", "NoDevFiles", " "])
@@ -409,6 +499,14 @@ def test_families_with_one_resource_add_up_and_each_type_counts_once(
     assert node.families() == ["acme", "rival"]
 
 
+def test_one_family_with_two_types_offers_both(generic: object) -> None:
+    """A node with T4s and A100s has accelerator_type:T4 and accelerator_type:A100."""
+    csv = acme_csv(2, "Acme T4") + "2, GPU-2, Acme A100, 40960\n3, GPU-3, Acme T4, 16384\n"
+    node = detect_node(acme_host(csv=csv))
+    assert node.resources == {"GPU": 4.0, "accelerator_type:T4": 1.0, "accelerator_type:A100": 1.0}
+    assert [d.type_label for d in node.devices] == ["T4", "T4", "A100", "T4"]
+
+
 def test_label_prefix_is_configurable(generic: object) -> None:
     node = detect_node(acme_host(), label_prefix="example.com/")
     assert sorted(node.labels) == [
@@ -458,7 +556,36 @@ def test_host_none_means_this_machine(
     monkeypatch.delenv(OVERRIDE_ENV, raising=False)
     monkeypatch.delenv(EXCLUDE_ENV, raising=False)
     assert detect_node().devices == []
-    assert type(seen[0]).__name__ == "LocalHost"
+    assert isinstance(seen[0], HostView)
+    assert type(seen[0].inner).__name__ == "LocalHost"
+
+
+def test_each_manager_sees_only_the_variables_it_declares(
+    use_managers: MakeManagers, sandbox: Path
+) -> None:
+    """Host shows a manager only its declared variables, so a replay detects the same."""
+    seen: dict[str, dict[str, str]] = {}
+
+    def detect(self: AcceleratorManager, host: Host) -> list[Device]:
+        seen[self.name] = dict(host.env)
+        assert host.read_text("/etc/hello") == "hi"  # files, commands, modules: unchanged
+        assert host.run(["tool"]).stdout == "out"
+        return [Device("0")]
+
+    def labels(self: AcceleratorManager, devices: object, host: Host) -> dict[str, str]:
+        return {"saw": ",".join(sorted(host.env))}
+
+    use_managers(
+        static_manager("chip", "CHIP", [], detect=detect, env_vars_read=("CHIP_A", "CHIP_B"),
+                       labels=labels),
+        static_manager("card", "CARD", [], detect=detect, visible_devices_env_var="CARD_V"),
+    )  # fmt: skip
+    (sandbox / "etc").mkdir()
+    (sandbox / "etc/hello").write_text("hi")
+    env = {"CHIP_A": "1", "CARD_V": "0", "HOME": "/root", "AWS_SECRET": "x", OVERRIDE_ENV: "{}"}
+    node = detect_node(FakeHost(root=sandbox, env=env, commands={"tool": (0, "out")}))
+    assert seen == {"chip": {"CHIP_A": "1"}, "card": {"CARD_V": "0"}}
+    assert node.labels["accelkit/chip.saw"] == "CHIP_A"
 
 
 def test_widget_manager_is_found_through_dev(generic: object, sandbox: Path) -> None:
@@ -468,3 +595,20 @@ def test_widget_manager_is_found_through_dev(generic: object, sandbox: Path) -> 
     node = detect_node(FakeHost(root=sandbox))
     assert ids(node, "widget") == ["2", "10"]
     assert isinstance(WidgetManager(), WidgetManager) and isinstance(RivalManager(), RivalManager)
+
+
+def test_a_finding_noted_twice_is_listed_once(use_managers: MakeManagers) -> None:
+    """Two layers that both find the vendor command missing say so once (`accelkit ls -v`)."""
+
+    def detect(self: AcceleratorManager, host: Host) -> list[Device]:
+        note("chip-smi is not installed")
+        note("chip-smi is not installed")
+        note("chip-smi is not installed", "warning")  # another level is another finding
+        return []
+
+    use_managers(static_manager("chip", "CHIP", [], detect=detect))
+    node = detect_node(FakeHost())
+    assert [(d.level, d.message) for d in node.diagnostics] == [
+        ("info", "chip-smi is not installed"),
+        ("warning", "chip-smi is not installed"),
+    ]

@@ -72,3 +72,19 @@ def test_helpers_group_devices_by_family() -> None:
     node = Node(devices=[Device("0", family="b"), Device("0", family="a"), Device("1", family="b")])
     assert node.families() == ["b", "a"]
     assert [d.id for d in node.devices_of("b")] == ["0", "1"]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ([], "a node is a JSON object"),
+        ({"schema_version": 1, "device": []}, r"unknown node keys \['device'\]"),
+        ({"schema_version": 1, "diagnostics": [{"family": "x"}]}, "a diagnostic is an object"),
+        ({"schema_version": 1, "diagnostics": [["x", "info", "m"]]}, "a diagnostic is an object"),
+        ({"schema_version": 1, "resources": {"GPU": None}}, "malformed node"),
+        ({"schema_version": 1, "devices": ["0"]}, "a device is an object"),
+    ],
+)
+def test_from_dict_says_what_is_wrong_with_a_malformed_node(data: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Node.from_dict(data)  # type: ignore[arg-type]

@@ -71,3 +71,33 @@ def test_every_rule_chooses_only_free_keys_of_the_right_count(free: int, count: 
 def test_lowest_free_finds_a_choice_whenever_enough_are_free(free: int, count: int) -> None:
     chosen = LOWEST_FREE.choose(free, count)
     assert (chosen is not None) == (bin(free).count("1") >= count)
+
+
+def naive(free: int, count: int, step: int) -> int | None:
+    """The lowest run of ``count`` free keys starting at a multiple of ``step``, by scanning."""
+    for start in range(0, max(free.bit_length(), 1), step):
+        block = mask(*range(start, start + count))
+        if free & block == block:
+            return block
+    return None
+
+
+@given(st.integers(min_value=0, max_value=(1 << 140) - 1), st.sampled_from([1, 2, 3, 4, 8, 16]))
+def test_blocks_and_runs_are_the_lowest_that_exist(free: int, count: int) -> None:
+    # Complete (a block is found whenever one exists) and lowest, on nodes past 128 devices.
+    assert CONTIGUOUS.choose(free, count) == naive(free, count, 1)
+    assert ALIGNED_BLOCKS.choose(free, count) == naive(free, count, count)
+
+
+@pytest.mark.parametrize("rule", [LOWEST_FREE, ALIGNED_BLOCKS, CONTIGUOUS])
+def test_nothing_free_and_zero_count(rule: object) -> None:
+    assert rule.choose(0, 1) is None  # type: ignore[attr-defined]
+    assert rule.choose(0, 0) == 0  # type: ignore[attr-defined]
+    assert rule.choose(mask(0, 1), -1) is None  # type: ignore[attr-defined]
+
+
+def test_sparse_high_blocks() -> None:
+    free = mask(126, 127, *range(0, 100, 2))
+    assert keys_of(CONTIGUOUS.choose(free, 2)) == [126, 127]
+    assert keys_of(ALIGNED_BLOCKS.choose(free, 2)) == [126, 127]
+    assert ALIGNED_BLOCKS.choose(mask(125, 126), 2) is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from fractions import Fraction
 
 import pytest
@@ -27,7 +28,14 @@ from hypothesis import strategies as st
         (2, 20_000),
         (8.0, 80_000),
         (Fraction(1, 4), 2_500),
+        (Decimal("0.57"), 5_700),  # a number, though not a numbers.Real
         (1 - 1e-12, 10_000),  # near-unit rounds up to one whole device
+        (2 + 1e-12, 20_000),  # near-whole above 1 rounds too
+        (0.99999, 9_999),  # 1e-5 from a whole is not "near": floored
+        (10**12 + 1, (10**12 + 1) * 10_000),  # integers convert exactly, however large
+        (1e300, int(1e300) * 10_000),  # a whole float beyond 2**53 is still whole
+        (Fraction(10**30, 1), 10**34),
+        (Decimal("1e30"), 10**34),
     ],
 )
 def test_valid_quantities_convert_exactly(value: object, units: int) -> None:
@@ -46,6 +54,13 @@ def test_valid_quantities_convert_exactly(value: object, units: int) -> None:
         (True, "must be a number"),
         (1.5, "above 1 and not whole"),
         (2.0001, "above 1 and not whole"),
+        (1.00005, "above 1 and not whole"),  # floors to 1.0000, yet it is above 1 and not whole
+        (2.00001, r"above 1 and not whole: ask for a whole number \(2 or 3\)"),
+        (Fraction(10**400 + 1, 2), "above 1 and not whole"),  # too large for a float
+        (Decimal("NaN"), "finite"),
+        (Decimal("-0.5"), "negative"),
+        (1j, "must be a number"),
+        ([1], "must be a number"),
     ],
 )
 def test_invalid_quantities_are_rejected_with_the_value(value: object, message: str) -> None:
@@ -53,6 +68,7 @@ def test_invalid_quantities_are_rejected_with_the_value(value: object, message: 
         to_units(value, what="GPU quantity")
     assert "GPU quantity" in str(info.value)
     assert repr(value) in str(info.value)
+    assert "ask for" in str(info.value)  # what would be right, not only what was wrong
 
 
 def test_invalid_request_is_a_value_error() -> None:
@@ -75,3 +91,19 @@ def test_fractions_never_exceed_the_request(value: float) -> None:
     units = to_units(value)
     assert 1 <= units <= UNIT
     assert from_units(units) <= value + 1e-9
+
+
+@given(st.integers(min_value=1, max_value=10**6), st.floats(min_value=1e-6, max_value=0.99))
+def test_above_one_only_whole_numbers(whole: int, part: float) -> None:
+    assert to_units(whole) == whole * UNIT
+    assert to_units(float(whole)) == whole * UNIT
+    with pytest.raises(InvalidRequest, match="not whole"):
+        to_units(whole + part)  # 1e-6 is far above float noise at 1e6, and above SNAP
+
+
+@given(st.floats(min_value=0.0001, max_value=1.0))
+def test_units_are_the_nearest_unit_or_the_floor(value: float) -> None:
+    units = to_units(value)
+    exact = Fraction(value) * UNIT
+    assert units == math.floor(exact) or abs(Fraction(units, UNIT) - Fraction(value)) <= 1e-9
+    assert units <= exact or abs(Fraction(units, UNIT) - Fraction(value)) <= 1e-9

@@ -6,13 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kit_support import write_distribution
+from kit_support import BROKEN, install_fake
 
 
 @pytest.fixture
 def broken_site(tmp_path: Path) -> Path:
-    """A directory holding the broken plugin's fake distribution record; put it on sys.path
-    together with the plugin's source directory (``BROKEN / "src"``)."""
-    return write_distribution(
-        tmp_path / "site", "accelkit-broken", "0.1.0", {"accelkit": {"broken": "accelkit_broken"}}
-    )
+    """A directory holding the broken plugin's fake distribution record, made from its
+    ``pyproject.toml``; put it on sys.path with its source directory (``BROKEN / "src"``)."""
+    return install_fake((BROKEN / "pyproject.toml").read_text(), tmp_path / "site")

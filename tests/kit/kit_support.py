@@ -8,8 +8,11 @@ any installed package.
 
 from __future__ import annotations
 
+import ast
+import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "accelkit-example"
@@ -36,3 +39,54 @@ def write_distribution(
     ]
     (info / "entry_points.txt").write_text("\n".join(sections))
     return directory
+
+
+def load_toml(text: str) -> dict[str, Any]:
+    """``text`` parsed as TOML: ``tomllib`` (Python 3.11+), the ``tomli`` backport, or else the
+    small subset the example pyproject.toml files use (tables, strings, lists of strings)."""
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11
+        try:
+            import tomli as tomllib
+        except ImportError:
+            return _load_simple_toml(text)
+    parsed: dict[str, Any] = tomllib.loads(text)
+    return parsed
+
+
+_TABLE = re.compile(r"^\[(?P<name>[^\]]+)\]$")
+_KEY = re.compile(r"^(?P<key>[\w.-]+|\"[^\"]+\")\s*=\s*(?P<value>.+)$")
+
+
+def _load_simple_toml(text: str) -> dict[str, Any]:
+    parsed: dict[str, Any] = {}
+    table = parsed
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        header = _TABLE.match(line)
+        if header:
+            table = parsed
+            for part in re.findall(r'"[^"]+"|[^.]+', header["name"]):
+                table = table.setdefault(part.strip('"'), {})
+            continue
+        entry = _KEY.match(line)
+        assert entry, f"kit_support cannot read this TOML line (install tomli): {raw!r}"
+        value = ast.literal_eval(entry["value"].split(" #")[0].strip())
+        table[entry["key"].strip('"')] = list(value) if isinstance(value, tuple) else value
+    return parsed
+
+
+def install_fake(pyproject: str, site: Path) -> Path:
+    """Record the distribution a ``pyproject.toml`` (its text) describes under ``site``, as
+    ``pip install`` would, minus the code: put the package's source directory on the path too."""
+    project = load_toml(pyproject)["project"]
+    return write_distribution(
+        site,
+        project["name"],
+        project["version"],
+        project.get("entry-points", {}),
+        tuple(project.get("dependencies", ())),
+    )

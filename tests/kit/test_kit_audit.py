@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import multiprocessing
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -70,3 +75,128 @@ def test_the_hook_is_idle_outside_an_audit(tmp_path: Path) -> None:
 def test_audits_do_not_nest() -> None:
     with watching(FakeHost()), pytest.raises(RuntimeError, match="nest"), watching(FakeHost()):
         pass
+
+
+def test_importlib_and_already_imported_vendor_libraries_are_blocked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # importlib.import_module raises no "import" audit event, and a module already in
+    # sys.modules raises none either: both must still be caught.
+    stand_in = types.ModuleType("amdsmi")
+    monkeypatch.setitem(sys.modules, "amdsmi", stand_in)
+    with watching(FakeHost()) as audit:
+        with pytest.raises(ForbiddenImport):
+            importlib.import_module("dpctl")
+        with pytest.raises(ForbiddenImport):
+            import amdsmi  # type: ignore[import-not-found]  # noqa: F401
+        with pytest.raises(ForbiddenImport):
+            importlib.util.find_spec("torch")
+    assert [(v.kind, v.target) for v in audit.events] == [
+        ("library", "dpctl"),
+        ("library", "amdsmi"),
+        ("library", "torch"),
+    ]
+    assert sys.modules["amdsmi"] is stand_in  # hidden only while the audit ran
+
+
+def test_path_tests_without_audit_events_are_caught(tmp_path: Path) -> None:
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "acme0").write_text("")
+    host = FakeHost(root=tmp_path)
+    with watching(host) as audit:
+        assert host.exists("/dev/acme0") and host.glob("/dev/acme*") == ["/dev/acme0"]
+        assert os.path.exists(tmp_path / "dev" / "acme0")  # inside the root: fine
+        assert audit.events == []
+        assert not os.path.exists("/dev/null")  # blocked: looks absent
+        with pytest.raises(Forbidden):
+            os.readlink("/proc/self/exe")
+        assert shutil.which("nvidia-smi") is None
+        with pytest.raises(Forbidden):
+            os.stat(os.path.join(sys.base_prefix, "bin"))  # a prefix is not an import root
+    shown = [str(v) for v in audit.events]
+    assert shown[:2] == ["os.stat(/dev/null)", "os.readlink(/proc/self/exe)"]
+    assert "os.environ['PATH']" in shown  # shutil.which reads PATH, then stats each entry
+    assert any(s.startswith("os.stat(") and s.endswith("/nvidia-smi)") for s in shown)
+    assert shown[-1] == f"os.stat({os.path.join(sys.base_prefix, 'bin')})"
+
+
+def test_reading_os_environ_is_recorded_not_blocked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACCELKIT_AUDIT_PROBE", "7")
+    with watching(FakeHost(env={"ACCELKIT_AUDIT_PROBE": "1"})) as audit:
+        assert os.environ["ACCELKIT_AUDIT_PROBE"] == "7"
+        assert os.getenv("ACCELKIT_AUDIT_UNSET") is None
+        _ = "HOME" in os.environ  # a membership test is a read too
+    assert [str(v) for v in audit.events] == [
+        "os.environ['ACCELKIT_AUDIT_PROBE']",
+        "os.environ['ACCELKIT_AUDIT_UNSET']",
+        "os.environ['HOME']",
+    ]
+    assert {v.kind for v in audit.events} == {"environment"}
+    assert not any(v.blocked for v in audit.events)
+
+
+def test_changes_are_blocked_even_inside_the_root_and_the_import_roots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with watching(FakeHost(root=tmp_path)) as audit:
+        with pytest.raises(Forbidden):
+            open(tmp_path / "written", "w")  # noqa: SIM115
+        with pytest.raises(Forbidden):
+            os.mkdir(tmp_path / "made")
+        with pytest.raises(Forbidden):
+            os.open(tmp_path / "created", os.O_CREAT | os.O_WRONLY)
+    assert [v.event for v in audit.events] == ["open for writing", "os.mkdir", "open for writing"]
+    assert os.listdir(tmp_path) == []
+
+
+def test_the_import_system_may_read_modules_data_and_write_bytecode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "auditpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("X = 1\n")
+    (package / "ids.json").write_text("{}")  # a plugin's own data file
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    with watching(FakeHost()) as audit:
+        module = importlib.import_module("auditpkg")
+        assert (package / "ids.json").read_text() == "{}"
+    assert module.X == 1 and audit.events == []
+    assert list((package / "__pycache__").iterdir())  # bytecode was written, and allowed
+
+
+def test_opening_a_socket_is_blocked() -> None:
+    with watching(FakeHost()) as audit, pytest.raises(Forbidden):
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    assert [(v.kind, v.event) for v in audit.events] == [("network", "socket.__new__")]
+
+
+def test_everything_is_put_back_after_an_audit() -> None:
+    before = (os.stat, os.lstat, os.access, os.readlink, type(os.environ._data))  # type: ignore[attr-defined]
+    meta_path = list(sys.meta_path)
+    with watching(FakeHost()):
+        assert os.stat is not before[0]
+    after = (os.stat, os.lstat, os.access, os.readlink, type(os.environ._data))  # type: ignore[attr-defined]
+    assert after == before and sys.meta_path == meta_path
+
+
+def test_multiprocessing_is_a_process_too() -> None:
+    # the spawn start method calls _posixsubprocess.fork_exec directly, with no audit event
+    with watching(FakeHost()) as audit, pytest.raises(Forbidden):
+        multiprocessing.get_context("spawn").Process(target=os.getpid).start()
+    assert audit.events and {v.kind for v in audit.events} == {"process"}
+
+
+def test_a_bytecode_cache_prefix_is_the_import_systems_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "prefixed_module.py").write_text("Y = 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "cache"))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    with watching(FakeHost()) as audit:
+        assert importlib.import_module("prefixed_module").Y == 2
+    assert audit.events == []
+    assert list((tmp_path / "cache").rglob("*.pyc"))

@@ -7,6 +7,7 @@ subclass breaks one rule.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import socket
 import subprocess
@@ -66,9 +67,52 @@ def test_reading_os_environ_is_caught_by_decoys(tmp_path: Path) -> None:
             wanted = os.environ.get("WIDGET_VISIBLE_DEVICES")
             return found if wanted is None else [d for d in found if d.id in wanted.split(",")]
 
-    assert list(failures(ReadsEnviron(), tmp_path)) == ["ignores_process_environment"]
-    message = failures(ReadsEnviron(), tmp_path)["ignores_process_environment"]
+    failed = failures(ReadsEnviron(), tmp_path)
+    assert list(failed) == ["ignores_process_environment", "reads_only_through_host"]
+    message = failed["ignores_process_environment"]
     assert "reads the process environment; read variables through host.env" in message
+    # the audit sees the read itself, even when no decoy changes the outcome
+    assert (
+        "did os.environ['WIDGET_VISIBLE_DEVICES']: a manager looks at the machine only "
+        in (failed["reads_only_through_host"])
+    )
+
+
+def test_reading_an_undeclared_process_variable_is_caught_by_the_audit(tmp_path: Path) -> None:
+    class ReadsHome(WidgetManager):
+        def detect(self, host: Host) -> list[Device]:
+            os.getenv("WIDGET_HOME")  # no decoy is planted for it: only the audit can tell
+            return super().detect(host)
+
+    failed = failures(ReadsHome(), tmp_path)
+    assert list(failed) == ["reads_only_through_host"]
+    assert "did os.environ['WIDGET_HOME']" in failed["reads_only_through_host"]
+
+
+def test_testing_a_machine_path_for_existence_is_caught(tmp_path: Path) -> None:
+    class StatsDev(WidgetManager):
+        def detect(self, host: Host) -> list[Device]:
+            if not os.path.exists("/dev/widgetctl"):  # stat has no audit event: it is wrapped
+                return super().detect(host)
+            return []
+
+    failed = failures(StatsDev(), tmp_path)
+    assert list(failed) == ["reads_only_through_host"]
+    assert "did os.stat(/dev/widgetctl)" in failed["reads_only_through_host"]
+
+
+def test_importlib_import_of_a_vendor_library_is_caught(tmp_path: Path) -> None:
+    class ImportsNvml(WidgetManager):
+        def detect(self, host: Host) -> list[Device]:
+            # the usual "library not installed" fallback hides nothing from the audit
+            with contextlib.suppress(ImportError):
+                importlib.import_module("pynvml")
+            return super().detect(host)
+
+    failed = failures(ImportsNvml(), tmp_path)
+    assert list(failed) == ["reads_only_through_host"]
+    assert "did import(pynvml)" in failed["reads_only_through_host"]
+    assert "host.import_module" in failed["reads_only_through_host"]
 
 
 def test_reading_undeclared_variables_is_caught(tmp_path: Path) -> None:
@@ -263,3 +307,30 @@ def test_a_heavy_import_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     found = outcomes(HeavyManager(), tmp_path / "work", select=["import_is_light"])
     assert found["import_is_light"].status == "failed"
     assert "importing heavy_widget imports ['pytest']" in found["import_is_light"].message
+
+
+def test_inconsistent_declarations_are_caught(tmp_path: Path) -> None:
+    class Misdeclared(WidgetManager):
+        replaces = "nvidia"
+        framework_device = " xpu"
+
+    failed = failures(Misdeclared(), tmp_path)
+    assert list(failed) == ["declarations"]
+    assert "Misdeclared.replaces is 'nvidia' but its name is 'widget'" in failed["declarations"]
+    assert (
+        "Misdeclared.framework_device must be a name like 'cuda' or None, got ' xpu'"
+        in (failed["declarations"])
+    )
+
+
+def test_a_backdoor_that_does_not_load_fails_instead_of_skipping(tmp_path: Path) -> None:
+    subject = Subject(
+        manager=WidgetManager(),
+        workspace=tmp_path,
+        no_host_reason="entry point accelkit.testing:widget = 'w:make' does not load",
+        host_error=True,
+    )
+    found = {o.check: o for o in run_checks(subject, select=["requested_counts", "round_trip"])}
+    assert found["requested_counts"].status == "failed"
+    assert found["requested_counts"].message.endswith("does not load")
+    assert found["round_trip"].status == "passed"  # sample ids "0".."3" need no host

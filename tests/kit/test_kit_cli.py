@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from accelkit.testing import all_checks
-from kit_support import BROKEN, REPO, write_distribution
+from kit_support import BROKEN, REPO, install_fake, write_distribution
 
 
 def accelkit(*args: str, path: tuple[Path, ...] = ()) -> subprocess.CompletedProcess[str]:
@@ -60,20 +60,56 @@ def test_a_node_snapshot_is_detected_under_the_audit_too() -> None:
 
 
 def test_the_broken_plugin_is_red_with_reasons(tmp_path: Path) -> None:
+    site = install_fake((BROKEN / "pyproject.toml").read_text(), tmp_path)
+    result = accelkit("check", "broken", path=(site, BROKEN / "src"))
+    assert result.returncode == 1
+    out = result.stdout
+    assert "    FAIL  empty_host\n" in out
+    assert "detect() raised on an empty FakeHost: FileNotFoundError: brk-smi: not found" in out
+    assert "accelkit_broken/__init__.py:" in out  # points at the offending line
+    assert "did os.environ['BROKEN_DEBUG'], os.listdir(/dev): a manager looks" in out
+    assert "writes BROKEN_VISIBLE_DEVICES=' ', with whitespace" in out
+    assert "validate_quantity(-1) accepted it as 10000 units" in out
+    assert "importing accelkit_broken imports ['pytest']" in out
+    assert "does not depend on accelkit (requires []); add 'accelkit'" in out
+    assert "    ok    requested_counts\n" in out  # its backdoor works: every check could run
+    assert out.rstrip().endswith("FAILED: 9 passed, 16 failed")
+
+
+def test_without_a_backdoor_host_checks_are_skipped_and_say_how(tmp_path: Path) -> None:
     site = write_distribution(
         tmp_path, "accelkit-broken", "0.1.0", {"accelkit": {"broken": "accelkit_broken"}}
     )
     result = accelkit("check", "broken", path=(site, BROKEN / "src"))
     assert result.returncode == 1
-    out = result.stdout
-    assert "    FAIL  empty_host\n" in out
-    assert "detect() on an empty FakeHost did os.listdir(/dev), outside its host" in out
-    assert "accelkit_broken/__init__.py:" in out  # points at the offending line
-    assert "writes BROKEN_VISIBLE_DEVICES=' ', with whitespace" in out
-    assert "validate_quantity(-1) accepted it as 10000 units" in out
-    assert "    skip  requested_counts\n" in out
-    assert "no host builder for family 'broken': declare one in the 'accelkit.testing'" in out
-    assert out.rstrip().endswith("FAILED: 7 passed, 12 failed, 6 skipped")
+    assert "    skip  requested_counts\n" in result.stdout
+    assert (
+        "no host builder for family 'broken': declare one in the 'accelkit.testing' entry-point "
+        'group (broken = "yourpackage.fakes:make_host")'
+    ) in result.stdout
+    assert "6 skipped" in result.stdout
+
+
+def test_a_declared_backdoor_that_does_not_load_fails(tmp_path: Path) -> None:
+    site = write_distribution(
+        tmp_path,
+        "accelkit-broken",
+        "0.1.0",
+        {
+            "accelkit": {"broken": "accelkit_broken"},
+            "accelkit.testing": {"broken": "accelkit_broken.fakes:make_hosts"},
+        },
+    )
+    result = accelkit("check", "broken", "--json", path=(site, BROKEN / "src"))
+    assert result.returncode == 1
+    [target] = json.loads(result.stdout)["results"]
+    outcome = {o["check"]: o for o in target["outcomes"]}["requested_counts"]
+    assert outcome["status"] == "failed"  # not skipped: the package says it has a backdoor
+    assert outcome["message"].startswith(
+        "entry point accelkit.testing:broken = 'accelkit_broken.fakes:make_hosts' does not load: "
+        "AttributeError"
+    )
+    assert not any(o["status"] == "skipped" for o in target["outcomes"])
 
 
 def test_a_plugin_that_does_not_load_is_red(tmp_path: Path) -> None:
@@ -137,3 +173,59 @@ def test_importing_the_kit_imports_no_pytest_and_no_check() -> None:
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.stdout.strip() == "['accelkit.testing']", result.stderr
+
+
+WITHOUT_PYTEST = """
+import sys
+
+class NoPytest:  # as if the testing extra were not installed
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("pytest", "_pytest"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, NoPytest())
+from accelkit.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_without_the_testing_extra_check_runs_and_says_what_to_install(tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "nopt_plugin.py").write_text(
+        "from accelkit import hookimpl\n"
+        "from accelkit_example import AcmeManager\n\n"
+        "class NoptManager(AcmeManager):\n"
+        "    name = 'nopt'\n    resource_name = 'NOPT'\n"
+        "    visible_devices_env_var = 'NOPT_VISIBLE_DEVICES'\n\n"
+        "@hookimpl\ndef accelkit_register_managers():\n    return [NoptManager()]\n"
+    )
+    (source / "nopt_fakes.py").write_text(
+        "import pytest  # test helpers: needs the testing extra\n"
+        "from accelkit_example.fakes import make_host\n"
+    )
+    site = write_distribution(
+        tmp_path / "site",
+        "accelkit-nopt",
+        "1.0",
+        {"accelkit": {"nopt": "nopt_plugin"}, "accelkit.testing": {"nopt": "nopt_fakes:make_host"}},
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(map(str, (site, source, BROKEN / "src")))
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_PYTEST, "check", "nopt", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 1, result.stderr
+    [target] = json.loads(result.stdout)["results"]
+    outcomes = {o["check"]: o for o in target["outcomes"]}
+    assert outcomes["declarations"]["status"] == "passed"  # the checks run without pytest
+    assert outcomes["quantity_rule"]["status"] == "passed"
+    assert outcomes["requested_counts"]["status"] == "failed"
+    assert outcomes["requested_counts"]["message"].endswith(
+        "does not load: ModuleNotFoundError: No module named 'pytest' (pytest is in the "
+        "testing extra: pip install 'accelkit[testing]')"
+    )

@@ -421,3 +421,27 @@ def test_snapshot_sysfs_alone_gives_the_same_gpus() -> None:
     assert [(d.id, d.uuid, d.pci_bus_id, d.type_label, d.numa_node) for d in by_sysfs] == [
         (d.id, d.uuid, d.pci_bus_id, d.type_label, d.numa_node) for d in by_command
     ]
+
+
+def test_mixed_models_are_reported_per_gpu_offline_from_sysfs(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    gpus = fake.fake_amdgpus(3)
+    gpus[1] = dataclasses.replace(gpus[1], device_id=0x740F, market_name="AMD Instinct MI210")
+    devices, _ = run_detect(MANAGER, host_with(tmp_path, gpus))
+    assert [(d.id, d.type_label, d.source) for d in devices] == [
+        ("0", "AMD-Instinct-MI300X-OAM", "sysfs"),
+        ("1", "AMD-Instinct-MI210", "sysfs"),
+        ("2", "AMD-Instinct-MI300X-OAM", "sysfs"),
+    ]
+
+
+def test_amd_smi_list_alone_takes_the_model_from_sysfs(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    gpus = fake.fake_amdgpus(2)
+    host = host_with(tmp_path, gpus, listed=(0, fake.amd_smi_list_output(gpus)), static=(1, ""))
+    devices, _ = run_detect(MANAGER, host)
+    assert [(d.type_label, d.memory_bytes, d.source) for d in devices] == [
+        ("AMD-Instinct-MI300X-OAM", 196592 * fake.MIB, "command")
+    ] * 2

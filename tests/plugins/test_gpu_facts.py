@@ -9,6 +9,8 @@ from typing import Any
 
 import accelkit
 import pytest
+from accelkit.detection import detect_layers, numa_node, run_command
+from accelkit.device import Device
 from accelkit.diagnostics import collecting
 from accelkit.gpu_facts import (
     decode,
@@ -20,7 +22,7 @@ from accelkit.gpu_facts import (
     sanitize_label,
     type_label,
 )
-from accelkit.gpu_sysfs import drm_devices, kfd_bus_id, kfd_gpu_nodes, numa_node, pci_location
+from accelkit.gpu_sysfs import drm_devices, kfd_bus_id, kfd_gpu_nodes
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -188,16 +190,47 @@ def pci(root: pathlib.Path, bus: str, vendor: str, numa: str = "0") -> None:
     (directory / "numa_node").write_text(numa + "\n")
 
 
-def test_numa_node_and_pci_location(tmp_path: pathlib.Path) -> None:
+def test_numa_node(tmp_path: pathlib.Path) -> None:
     pci(tmp_path, "0000:18:00.0", "0x10de", "1")
     pci(tmp_path, "0000:19:00.0", "0x10de", "-1")
     host = accelkit.FakeHost(root=tmp_path)
     assert numa_node(host, "00000000:18:00.0") == 1
+    assert numa_node(host, b"0000:18:00.0") == 1
     assert numa_node(host, "0000:19:00.0") is None  # sysfs says -1 without NUMA
     assert numa_node(host, "0000:20:00.0") is None
     assert numa_node(host, None) is None
-    assert pci_location(host, "00000000:18:00.0") == {"pci_bus_id": "0000:18:00.0", "numa_node": 1}
-    assert pci_location(host, "garbage") == {"pci_bus_id": None, "numa_node": None}
+
+
+def test_the_winning_layer_is_completed_by_detection(tmp_path: pathlib.Path) -> None:
+    pci(tmp_path, "0000:18:00.0", "0x10de", "1")
+    host = accelkit.FakeHost(root=tmp_path)
+    answered = [
+        Device("0", pci_bus_id="00000000:18:00.0", model="N/A", uuid="", type_label="T"),
+        Device("1", pci_bus_id="garbage", numa_node=3, model="M", source="override"),
+        Device("2", pci_bus_id="18:00.0", uuid="[N/A]"),
+    ]
+    with collecting("x") as notes:
+        devices = detect_layers(host, ("library", lambda h: None), ("command", lambda h: answered))
+    assert [(d.pci_bus_id, d.numa_node, d.model, d.uuid, d.source) for d in devices] == [
+        ("0000:18:00.0", 1, None, None, "command"),
+        (None, 3, "M", None, "override"),
+        ("0000:18:00.0", 1, None, None, "command"),
+    ]
+    assert [d.type_label for d in devices] == ["T", None, None]
+    assert [n.message for n in notes] == ["3 device(s) from the command layer"]
+
+
+def test_a_missing_program_asked_by_several_layers_is_noted_once() -> None:
+    host = accelkit.FakeHost(commands={("tool", "--ok"): (0, "fine")})
+
+    def layer(h: accelkit.Host) -> None:
+        run_command(h, ("tool", "--new"))
+        run_command(h, ("tool", "--old"))
+
+    with collecting("x") as notes:
+        detect_layers(host, ("command", layer), ("command", layer))
+        assert run_command(host, ("tool", "--ok")) == "fine"  # still asked: only noted once
+    assert [n.message for n in notes].count("tool is not installed") == 1
 
 
 def test_drm_devices_count_a_card_and_its_render_node_once(tmp_path: pathlib.Path) -> None:

@@ -150,6 +150,10 @@ def test_gpus_may_be_shared_and_mig_instances_are_whole_one_per_grant() -> None:
         ("NVIDIA GH200 480GB", "GH200"),
         ("NVIDIA B200", "B200"),
         ("NVIDIA GB200", "GB200"),
+        ("NVIDIA B300 SXM6 AC", "B300"),
+        ("NVIDIA GB300", "GB300"),
+        ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "RTX-PRO-6000"),
+        ("NVIDIA RTX A6000", "RTX-A6000"),
         ("NVIDIA L4", "L4"),
         ("NVIDIA L40S", "L40S"),
         ("NVIDIA L40", "L40"),
@@ -364,15 +368,21 @@ def test_proc_layer_leaves_gpus_with_mig_instances_out(
     assert "GPU 0 is left out: it has MIG instances" in notes
 
 
-def test_an_unreadable_information_file_is_not_fatal(
+def test_an_unreadable_information_file_leaves_its_gpu_out_and_keeps_the_numbering(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any]
 ) -> None:
-    gpus = fake.fake_gpus(2)
+    # Without its Device Minor, nothing says whether the GPU has MIG instances: it could be
+    # handed out whole by index while partitioned, so it is left out; the others keep NVML's
+    # numbering by bus id.
+    gpus = fake.fake_gpus(3)
     host = host_with(tmp_path, gpus, proc=True)
     (tmp_path / "proc/driver/nvidia/gpus" / gpus[1].bus_id / "information").write_bytes(b"\0\x01")
-    devices, _ = run_detect(MANAGER, host)
-    assert [(d.id, d.type_label) for d in devices] == [("0", "H100"), ("1", None)]
-    assert devices[1].pci_bus_id == gpus[1].bus_id
+    devices, notes = run_detect(MANAGER, host)
+    assert [(d.id, d.type_label, d.pci_bus_id) for d in devices] == [
+        ("0", "H100", gpus[0].bus_id),
+        ("2", "H100", gpus[2].bus_id),
+    ]
+    assert "warning: GPU 1 is left out: no Device Minor" in notes
 
 
 def test_no_nvidia_stack_gives_no_devices(

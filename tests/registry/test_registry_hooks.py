@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +26,8 @@ from accelkit import hookimpl
 def accelkit_worker_env(grant, env):
     return {result}
 """
+
+TESTS = Path(__file__).resolve().parents[1]
 
 GRANT: Any = object()
 """The facades pass the grant through untouched; hints (which reads it) is disabled here."""
@@ -115,11 +120,38 @@ def test_no_trace_by_default(site: FakeSite, capsys: pytest.CaptureFixture[str])
     assert capsys.readouterr().err == ""
 
 
+def hooks() -> list[str]:
+    """Every hookspec, found as pluggy finds them (not merely by name)."""
+    marker = f"{hookspecs.PROJECT}_spec"
+    return sorted(n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n), marker))
+
+
 def test_every_hook_is_documented_and_has_a_typed_facade() -> None:
-    hooks = [name for name in dir(hookspecs) if name.startswith("accelkit_")]
-    assert "accelkit_register_managers" in hooks
-    for hook in hooks:
+    assert "accelkit_register_managers" in hooks()
+    for hook in hooks():
+        assert hook.startswith("accelkit_"), f"hookspec {hook} lacks the accelkit_ prefix"
         assert (getattr(hookspecs, hook).__doc__ or "").strip(), f"{hook} has no docstring"
         if hook != "accelkit_register_managers":  # the loader itself calls that one
             facade = getattr(registry, "call_" + hook[len("accelkit_") :], None)
             assert callable(facade), f"{hook} has no typed facade registry.call_*"
+    unmarked = [n for n in dir(hookspecs) if n.startswith("accelkit_") and n not in hooks()]
+    assert not unmarked, f"accelkit_* functions in hookspecs without @hookspec: {unmarked}"
+
+
+def test_every_hook_is_fully_typed() -> None:
+    for hook in hooks():
+        signature = inspect.signature(getattr(hookspecs, hook))
+        untyped = [p.name for p in signature.parameters.values() if p.annotation is p.empty]
+        assert not untyped, f"{hook}: parameters {untyped} have no type"
+        assert signature.return_annotation is not signature.empty, f"{hook}: no return type"
+
+
+def test_every_hook_has_a_test() -> None:
+    """Datasette's meta-test: a hook that no test implements is a hook nobody tested."""
+    sources = "\n".join(path.read_text() for path in TESTS.rglob("*.py"))
+    missing = [
+        hook
+        for hook in hooks()
+        if not re.search(rf"^@hookimpl\b.*\n(?:@.*\n)*def {hook}\(", sources, re.MULTILINE)
+    ]
+    assert not missing, f"hooks that no test implements with @hookimpl: {missing}"

@@ -19,13 +19,23 @@ print(json.dumps(sorted(sys.modules)))
 """
 
 PLUGIN_MODULES = ("accelkit_plugins.", "accelkit.hints", "accelkit_example")
+VENDOR_LIBRARIES = ("pynvml", "amdsmi", "dpctl", "acl", "habana_frameworks", "torch", "jax")
+LIGHT = (
+    *("Device", "Host", "LocalHost", "FakeHost", "CommandResult", "ProbeError"),
+    *("AccelkitError", "InvalidRequest", "Unsatisfiable", "ConfigurationError", "PluginError"),
+    *("AcceleratorManager", "API_VERSION", "ACCELERATOR_TYPE_PREFIX", "Diagnostic", "note"),
+    *("Placement", "LOWEST_FREE", "ALIGNED_BLOCKS", "CONTIGUOUS"),
+)
+"""Public names a plugin or a test uses that must not load pluggy or the registry."""
 
 
 @pytest.mark.parametrize(
     ("statement", "registry_loaded"),
     [
         ("import accelkit; accelkit.AcceleratorManager; accelkit.FakeHost", False),
+        (f"import accelkit; {'; '.join(f'accelkit.{n}' for n in LIGHT)}", False),
         ("import accelkit.registry", True),
+        ("import accelkit; accelkit.Node; accelkit.detect_node; accelkit.hookimpl", True),
     ],
 )
 def test_import_loads_no_plugin_and_scans_no_entry_point(
@@ -39,4 +49,6 @@ def test_import_loads_no_plugin_and_scans_no_entry_point(
     assert result.returncode == 0, result.stderr
     loaded = set(json.loads(result.stdout))
     assert ("accelkit.registry" in loaded) is registry_loaded
+    assert ("pluggy" in loaded) is registry_loaded
     assert not [m for m in loaded if m.startswith(PLUGIN_MODULES)]
+    assert not [m for m in loaded if m.split(".")[0] in VENDOR_LIBRARIES]

@@ -311,6 +311,31 @@ def test_a_plugin_name_is_unique(site: FakeSite) -> None:
     assert "already taken by plugin 'nvidia' (accelkit" in clash[1].error
 
 
+def test_a_vendor_plugin_may_take_the_name_of_the_builtin_it_replaces(site: FakeSite) -> None:
+    """NVIDIA's own plugin, registered as `nvidia` (the docs say: name it after the family)."""
+    module = manager_module("nvidia", resource="GPU", replaces="nvidia")
+    site.add("accelkit-nvidia", {"nvidia": "accelkit_nvidia"}, {"accelkit_nvidia": module}, "2.0")
+    infos = registry.plugin_report()
+    nvidia = [(i.origin, i.dist, i.status) for i in infos if i.name == "nvidia"]
+    assert nvidia == [
+        ("builtin", "accelkit", "replaced"),
+        ("entry-point", "accelkit-nvidia", "ok"),
+    ]
+    assert registry.get_manager("nvidia").__module__ == "accelkit_nvidia"
+    assert families() == BUILTIN_FAMILIES
+
+
+def test_a_plugin_named_like_a_builtin_it_does_not_replace_is_an_error(site: FakeSite) -> None:
+    site.add("accelkit-nv2", {"nvidia": "nv_two"}, {"nv_two": manager_module("nvidia", "GPU")})
+    with pytest.warns(registry.PluginWarning, match="accelkit-nv2"):
+        infos = [i for i in registry.plugin_report() if i.name == "nvidia"]
+    assert [i.status for i in infos] == ["ok", "error"]
+    assert infos[1].error is not None
+    assert "already taken by plugin 'nvidia' (accelkit" in infos[1].error
+    assert "replaces = 'nvidia'" in infos[1].error
+    assert registry.get_manager("nvidia").__module__ == "accelkit_plugins.nvidia"
+
+
 # -- policy variables ------------------------------------------------------------------------
 def test_disabled_builtin_frees_its_family_for_a_third_party(
     site: FakeSite, monkeypatch: pytest.MonkeyPatch

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 from accelkit import Allocator, Grant, InvalidRequest, Node, Unsatisfiable
@@ -197,6 +198,17 @@ def test_partitions_are_whole_and_one_per_grant() -> None:
         alloc.acquire({"GPU": 2}, accelerator_type="A100-1g.5gb")
 
 
+def test_partitions_are_never_shared() -> None:
+    mig = devices("nvidia", ids=["MIG-a", "MIG-b"], label="A100-1g.5gb", parent="GPU-x")
+    alloc = Allocator(make_node(mig))
+    with pytest.raises(Unsatisfiable, match="partitions are granted whole, at most 1 per grant"):
+        alloc.acquire({"GPU": 0.5})
+    with pytest.raises(Unsatisfiable, match="at most 1 per grant"):
+        alloc.acquire({"GPU": 2})
+    assert [take(alloc, {"GPU": 1}).ids["GPU"] for _ in range(2)] == [["MIG-a"], ["MIG-b"]]
+    assert alloc.acquire({"GPU": 1}) is None
+
+
 def test_a_family_may_schedule_partitions_as_ordinary_devices() -> None:
     cores = devices("neuron", 4, parent="neuron0")  # as the Neuron plugin names each core's device
     assert take(Allocator(make_node(cores)), {"neuron_cores": 3}).ids["neuron_cores"] == [
@@ -247,12 +259,20 @@ def test_none_when_it_would_fit_after_releases() -> None:
 
 
 def test_invalid_requests_raise_from_acquire_too() -> None:
-    alloc = Allocator(make_node(devices("nvidia", 2)))
+    alloc = Allocator(make_node(devices("nvidia", 3)))
     take(alloc, {"GPU": 1})  # a cached shape must not let a bool through as 1
-    take(alloc, {"GPU": 0.5})  # nor a Decimal through as 0.5
-    for bad in ({"GPU": True}, {"GPU": Decimal("0.5")}, {"GPU": 1.5}, {"GPU": [1]}, "GPU"):
+    take(alloc, {"GPU": 1.0})  # nor 1.00005, which floors to the same units but is not whole
+    for bad in ({"GPU": True}, {"GPU": 1.00005}, {"GPU": 1.5}, {"GPU": [1]}, "GPU", {"GPU": "1"}):
         with pytest.raises(InvalidRequest):
             alloc.acquire(bad)  # type: ignore[arg-type]
+    assert alloc.available() == {"GPU": 1.0}
+
+
+def test_exact_numbers_are_quantities_too() -> None:
+    alloc = Allocator(make_node(devices("nvidia", 1)))
+    grants = [take(alloc, {"GPU": q}) for q in (Decimal("0.5"), Fraction(1, 4), 0.25)]
+    assert [dict(g.resources) for g in grants] == [{"GPU": 0.5}, {"GPU": 0.25}, {"GPU": 0.25}]
+    assert alloc.available() == {"GPU": 0.0}
 
 
 # -- release and restore -----------------------------------------------------------------------
@@ -317,6 +337,13 @@ def test_restore_rejects_grants_that_do_not_match_the_node(tamper: object) -> No
     with pytest.raises(InvalidRequest):
         alloc.restore([data])
     assert alloc.available() == {"GPU": 2.0}
+
+
+def test_restore_refuses_what_is_not_a_grant_as_an_invalid_request() -> None:
+    alloc = Allocator(make_node(devices("nvidia", 1)))
+    with pytest.raises(InvalidRequest, match="cannot restore"):
+        alloc.restore([{"token": "x", "resources": {}, "devices": []}])
+    assert alloc.available() == {"GPU": 1.0}
 
 
 def test_restore_is_all_or_nothing() -> None:

@@ -12,7 +12,15 @@ from accelkit import Allocator
 from accelkit.quantities import UNIT
 from sched_nodes import devices, make_node
 
-REQUESTS = [{"GPU": 0.25}, {"GPU": 1 / 3}, {"GPU": 0.5}, {"GPU": 1}, {"GPU": 2}, {"custom": 0.5}]
+REQUESTS = [
+    {"GPU": 0.25},
+    {"GPU": 1 / 3},
+    {"GPU": 0.5},
+    {"GPU": 1},
+    {"GPU": 2},
+    {"custom": 0.5},
+    {"GPU": 1, "custom": 0.5},  # two resources: all or nothing, under contention too
+]
 
 
 @pytest.fixture
@@ -28,26 +36,35 @@ def test_threads_share_one_allocator(busy_switching: None) -> None:
     node = make_node(devices("nvidia", 4), custom=2.0)
     alloc = Allocator(node)
     usage = {d.id: 0 for d in node.devices}
+    usage["custom"] = 0
     guard = threading.Lock()
     errors: list[str] = []
     granted = [0]
 
-    def worker(seed: int) -> None:
-        rng = random.Random(seed)
+    def work(rng: random.Random) -> None:
         for _ in range(1000):
             grant = alloc.acquire(rng.choice(REQUESTS))
             if grant is None:
                 continue
+            held = [(d.id, round(share * UNIT)) for d, share in grant.devices]
+            held.append(("custom", round(grant.resources.get("custom", 0.0) * UNIT)))
             with guard:
                 granted[0] += 1
-                for device, share in grant.devices:
-                    usage[device.id] += round(share * UNIT)
-                    if usage[device.id] > UNIT:
-                        errors.append(f"{device.id} over-allocated: {usage[device.id]}")
+                for name, units in held:
+                    usage[name] += units
+                    limit = 2 * UNIT if name == "custom" else UNIT
+                    if usage[name] > limit:
+                        errors.append(f"{name} over-allocated: {usage[name]}")
             with guard:
-                for device, share in grant.devices:
-                    usage[device.id] -= round(share * UNIT)
+                for name, units in held:
+                    usage[name] -= units
             alloc.release(grant)
+
+    def worker(seed: int) -> None:
+        try:
+            work(random.Random(seed))
+        except Exception as error:  # a thread's exception would otherwise only be printed
+            errors.append(f"thread {seed}: {error!r}")
 
     threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(8)]
     for thread in threads:

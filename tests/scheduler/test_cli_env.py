@@ -121,3 +121,91 @@ def test_a_bad_override_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> 
         main(["env", "-r", "GPU=1", "--override", "GPU"])
     assert exited.value.code == 2
     assert "is not RES=N" in capsys.readouterr().err
+
+
+NODES = Path(__file__).parents[2] / "examples" / "nodes"
+
+
+def bash_eval(lines: str, names: list[str], env: dict[str, str]) -> dict[str, str]:
+    """Run ``eval "$LINES"`` in bash and report each variable's value, or <unset>."""
+    script = (
+        'eval "$LINES"; for v in ' + " ".join(names) + '; do printf "%s\\0" "${!v-<unset>}"; done'
+    )
+    result = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ.get("PATH", ""), **env, "LINES": lines},
+        check=True,
+    )
+    return dict(zip(names, result.stdout.split("\0")))
+
+
+def test_shell_lines_survive_eval_whatever_the_value() -> None:
+    values = {
+        "SPACED": "a b",
+        "QUOTE": 'it\'s "quoted"',
+        "DOLLAR": "$HOME;`id`",
+        "NEWLINE": "one\ntwo",
+        "EMPTY": "",
+        "GLOB": "*",
+    }
+    lines = shell_lines({**values, "GONE": None})
+    seen = bash_eval(lines, [*values, "GONE"], {"GONE": "inherited"})
+    assert seen == {**values, "GONE": "<unset>"}
+
+
+def test_shell_lines_refuse_names_eval_would_misread() -> None:
+    with pytest.raises(ValueError, match="cannot print"):
+        shell_lines({"A;rm -rf x": "1"})
+
+
+def cli(*argv: str, env: dict[str, str]) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "accelkit.cli", "env", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    return result.stdout
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELKIT_", "TPU_"))}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    return {**env, **extra}
+
+
+def test_eval_unsets_for_a_whole_tpu_host(empty_host: str) -> None:
+    env = clean_env(TPU_HOST_BOUNDS="9,9,9")
+    lines = cli("-r", "TPU=4", "--override", "TPU=4", "--host", empty_host, env=env)
+    assert "unset TPU_HOST_BOUNDS" in lines.splitlines()
+    seen = bash_eval(lines, ["TPU_VISIBLE_CHIPS", "TPU_HOST_BOUNDS"], env)
+    assert seen == {"TPU_VISIBLE_CHIPS": "<unset>", "TPU_HOST_BOUNDS": "<unset>"}
+
+
+@pytest.mark.skipif(not (NODES / "nvidia-h100-8gpu").is_dir(), reason="example node missing")
+def test_eval_a_typed_fraction_on_a_snapshot() -> None:
+    env = clean_env(CUDA_VISIBLE_DEVICES="7")
+    lines = cli(
+        "-r",
+        "GPU=0.5",
+        "-r",
+        "accelerator_type=H100",
+        "--host",
+        str(NODES / "nvidia-h100-8gpu"),
+        env=env,
+    )
+    seen = bash_eval(lines, ["CUDA_VISIBLE_DEVICES", "XLA_PYTHON_CLIENT_MEM_FRACTION"], env)
+    assert seen == {"CUDA_VISIBLE_DEVICES": "0", "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.5"}
+
+
+def test_a_resource_given_twice_is_an_error(
+    capsys: pytest.CaptureFixture[str], empty_host: str
+) -> None:
+    code, out, err = run(
+        capsys, "-r", "GPU=1", "-r", "GPU=0.5", "--override", "GPU=2", "--host", empty_host
+    )
+    assert code == 2 and out == ""
+    assert "GPU is requested twice" in err

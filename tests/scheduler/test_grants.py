@@ -91,9 +91,29 @@ def test_a_granted_family_wins_over_a_hidden_one_sharing_a_variable() -> None:
     assert env["ROCR_VISIBLE_DEVICES"] == ""
 
 
+def test_a_grant_that_unhides_another_family_says_so() -> None:
+    # AMD unsets CUDA_VISIBLE_DEVICES (HIP reads it relative to ROCr): on a node with NVIDIA
+    # GPUs too, that shows the worker every NVIDIA GPU. The plugins must settle it; until then
+    # the caller is warned instead of silently handed a leaky environment.
+    node_groups = (devices("nvidia", 1), devices("amd", 1))
+    alloc = Allocator(make_node(*node_groups))
+    assert take_gpu(alloc).ids_by_family() == {"nvidia": ["0"]}
+    amd = take_gpu(alloc)
+    with pytest.warns(registry.PluginWarning, match=r"amd grant writes CUDA_VISIBLE_DEVICES"):
+        amd.env(NO_ENV, hide_others=True, hooks=False)
+    with pytest.warns(registry.PluginWarning, match="left as inherited"):
+        amd.env(NO_ENV, hooks=False)
+
+
+def take_gpu(alloc: Allocator) -> Grant:
+    grant = alloc.acquire({"GPU": 1})
+    assert grant is not None
+    return grant
+
+
 @pytest.mark.parametrize("value", ["1", "true", " yes ", "ON"])
 def test_noset_leaves_a_family_alone(value: str) -> None:
-    grant = grant_of({"GPU": 1, "TPU": 1}, devices("nvidia", 1), devices("tpu", 1))
+    grant = grant_of({"GPU": 1, "TPU": 1}, devices("nvidia", 1), devices("tpu", 4))
     env = grant.env({"ACCELKIT_NOSET_NVIDIA": value}, hooks=False)
     assert "CUDA_VISIBLE_DEVICES" not in env and "CUDA_DEVICE_ORDER" not in env
     assert env["TPU_VISIBLE_CHIPS"] == "0"
@@ -156,11 +176,54 @@ def test_a_hook_value_with_whitespace_is_left_out(monkeypatch: pytest.MonkeyPatc
     assert env["GOOD"] == "x" and "BAD" not in env
 
 
+TPU_VARS = (
+    "TPU_VISIBLE_CHIPS",
+    "TPU_CHIPS_PER_HOST_BOUNDS",
+    "TPU_CHIPS_PER_PROCESS_BOUNDS",
+    "TPU_HOST_BOUNDS",
+    "TPU_PROCESS_BOUNDS",
+)
+
+
+@pytest.mark.parametrize("chips", [1, 2, 4, 8])
+def test_a_whole_tpu_host_unsets_every_tpu_variable(chips: int) -> None:
+    # None is "unset": libtpu then uses its defaults, which carry the pod slice's own bounds.
+    grant = grant_of({"TPU": chips}, devices("tpu", chips))
+    assert grant.family_sizes == {"tpu": chips}
+    assert grant.env(NO_ENV, hooks=False) == dict.fromkeys(TPU_VARS)
+
+
+def test_part_of_a_tpu_host_gets_its_block_and_bounds() -> None:
+    four_of_eight = grant_of({"TPU": 4}, devices("tpu", 8)).env(NO_ENV, hooks=False)
+    assert four_of_eight == {
+        "TPU_VISIBLE_CHIPS": "0,1,2,3",
+        "TPU_CHIPS_PER_HOST_BOUNDS": "2,2,1",
+        "TPU_CHIPS_PER_PROCESS_BOUNDS": "2,2,1",
+        "TPU_HOST_BOUNDS": "1,1,1",
+        "TPU_PROCESS_BOUNDS": "1,1,1",
+    }
+    two_of_four = grant_of({"TPU": 2}, devices("tpu", 4)).env(NO_ENV, hooks=False)
+    assert two_of_four["TPU_VISIBLE_CHIPS"] == "0,1"
+    assert two_of_four["TPU_CHIPS_PER_HOST_BOUNDS"] == "1,2,1"
+
+
+def test_a_node_narrowed_by_the_inherited_env_is_not_a_whole_host() -> None:
+    # The scheduler runs with TPU_VISIBLE_CHIPS=0,1 on a 4-chip host: its node has 2 chips, and
+    # unsetting the variable in a worker would show it all 4, so the ids are written out.
+    grant = grant_of({"TPU": 2}, devices("tpu", 2))
+    env = grant.env({"TPU_VISIBLE_CHIPS": "0,1"}, hooks=False)
+    assert env["TPU_VISIBLE_CHIPS"] == "0,1"
+    assert env["TPU_CHIPS_PER_HOST_BOUNDS"] == "1,2,1"
+
+
 def test_unset_is_none() -> None:
-    grant = grant_of({"TPU": 4}, devices("tpu", 4))
+    grant = grant_of({"GPU": 1}, devices("amd", 2))
     env = grant.env(NO_ENV, hooks=False)
-    assert env == get_manager("tpu").visibility_env(["0", "1", "2", "3"])
-    assert all(value is None or " " not in value for value in env.values())
+    assert env == {
+        "ROCR_VISIBLE_DEVICES": "0",
+        "HIP_VISIBLE_DEVICES": None,
+        "CUDA_VISIBLE_DEVICES": None,
+    }
 
 
 def test_json_round_trip() -> None:
@@ -173,6 +236,8 @@ def test_json_round_trip() -> None:
     assert copy.to_dict() == grant.to_dict()
     assert copy.env(NO_ENV) == grant.env(NO_ENV)
     assert data["resources"] == {"GPU": 0.5, "custom": 1.0, "accelerator_type:H100": 0.001}
+    assert data["family_sizes"] == {"nvidia": 2} and copy.family_sizes == {"nvidia": 2}
+    assert pickle.loads(pickle.dumps(copy)) == grant
     assert data["devices"][0]["share"] == 0.5
     assert "nvidia:0*0.5" in repr(grant)
 

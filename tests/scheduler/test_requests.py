@@ -223,3 +223,25 @@ def test_inconsistent_nodes_are_configuration_errors() -> None:
     unknown_family = Node(devices=[Device(id="0", family="warp", resource_name="W")])
     with pytest.raises(ConfigurationError, match="no warp plugin is loaded"):
         validate_request({"W": 1}, unknown_family)
+
+
+def test_the_type_keyword_may_be_written_into_the_request() -> None:
+    expected = {"GPU": 10000, "accelerator_type:H100": 10}
+    assert validate_request({"GPU": 1, "accelerator_type": "H100"}) == expected
+    assert validate_request({"GPU": 1, "accelerator_type": "H100"}, accelerator_type="H100") == (
+        expected
+    )
+    assert validate_request({"GPU": 1, "accelerator_type": "H100"}, h100_node()) == expected
+    with pytest.raises(InvalidRequest, match="one accelerator type"):
+        validate_request({"GPU": 1, "accelerator_type": "H100"}, accelerator_type="T4")
+    with pytest.raises(InvalidRequest, match=r"takes a label, got 1.*accelerator_type:H100"):
+        validate_request({"GPU": 1, "accelerator_type": 1})
+
+
+def test_errors_say_what_would_be_right() -> None:
+    with pytest.raises(InvalidRequest, match=r"-1.*must not be negative: ask for 0"):
+        validate_request({"GPU": -1})
+    with pytest.raises(InvalidRequest, match=r"TPU quantity 3 is not allowed: ask for 1, 2, 4, 8"):
+        validate_request({"TPU": 3})
+    with pytest.raises(InvalidRequest, match=r"neuron_cores quantity 0.5.*ask for any whole"):
+        validate_request({"neuron_cores": 0.5})

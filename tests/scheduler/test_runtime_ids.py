@@ -41,3 +41,28 @@ def test_a_worker_sees_what_its_grant_wrote() -> None:
     assert seen["nvidia"] == ["0", "1"]
     assert seen["tpu"] == ["0", "1"]
     assert seen["ascend"] == ["0"]
+
+
+@pytest.mark.parametrize("value", ["", "NoDevFiles", "  ", " NoDevFiles "])
+def test_nothing_visible_in_every_family(value: str) -> None:
+    for manager in registry.managers():
+        variable = manager.visible_devices_env_var
+        assert variable is not None
+        assert visible_ids({variable: value})[manager.name] == [], manager.name
+
+
+def test_every_family_reads_back_what_a_grant_wrote_with_spaces_around_ids() -> None:
+    for manager in registry.managers():
+        variable = manager.visible_devices_env_var
+        assert variable is not None
+        written = manager.visibility_env(["0"])[variable]
+        assert written is not None
+        assert visible_ids({variable: f" {written} "})[manager.name] == ["0"], manager.name
+
+
+def test_an_unreadable_value_is_nothing_visible_and_spares_the_others() -> None:
+    env = {"NEURON_RT_VISIBLE_CORES": "x-y", "CUDA_VISIBLE_DEVICES": "1"}
+    with pytest.warns(registry.PluginWarning, match="neuron: cannot read"):
+        seen = visible_ids(env)
+    assert seen["neuron"] == []
+    assert seen["nvidia"] == ["1"]

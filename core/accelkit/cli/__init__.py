@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Optional
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main"]
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "describe", "main"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -61,11 +61,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         code: int = args.run(args)
     except (AccelkitError, ValueError, OSError) as exc:
-        print(f"accelkit {args.verb}: error: {exc}", file=sys.stderr)
+        print(f"accelkit {args.verb}: error: {describe(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
     return code
+
+
+def describe(exc: BaseException) -> str:
+    """An error as a sentence: ``/x: Permission denied`` rather than ``[Errno 13] ...``."""
+    if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
+        return f"{exc.filename}: {exc.strerror}"
+    return str(exc) or type(exc).__name__
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ NAME is a family (``nvidia``) or a plugin name (``acme``); without one, every di
 is checked. Hosts with N devices come from the family's registered builder (built-ins, or the
 plugin's ``accelkit.testing`` entry point); without one the checks that need hosts are skipped
 and say so. The checks need no pytest. Exit status: 0 all passed, 1 a check failed or a plugin
-did not load, 2 an unknown name.
+did not load, 2 an unknown name. ``accelkit check`` needs no pytest (the ``accelkit[testing]``
+extra): when a plugin's own test code (its host builder) needs it, the report says so.
 """
 
 from __future__ import annotations
@@ -141,23 +142,39 @@ def _unknown(name: str, report: Sequence[registry.PluginInfo]) -> str:
 
 
 def _not_loaded(name: str, plugin: registry.PluginInfo) -> Target:
-    failed = Outcome("entry_point", "packaging", "failed", plugin.not_in_use())
+    failed = Outcome("entry_point", "packaging", "failed", _with_hint(plugin.not_in_use()))
     return Target(name, plugin, None, [failed])
+
+
+TESTING_EXTRA = "pip install 'accelkit[testing]'"
+
+_PYTEST_MISSING = ("No module named 'pytest'", "import of pytest halted")
+
+
+def _with_hint(message: str) -> str:
+    """``message``, plus what to install when it says pytest is missing (a plugin's test code
+    needs the testing extra; ``accelkit check`` itself never does)."""
+    if any(text in message for text in _PYTEST_MISSING):
+        return f"{message} (pytest is in the testing extra: {TESTING_EXTRA})"
+    return message
 
 
 def check_manager(manager: AcceleratorManager, replay: Optional[Host]) -> list[Outcome]:
     """Every check on ``manager``, with its registered host builder, in a scratch directory."""
     try:
         builder = host_builder(manager.name)
-        reason = ""
+        reason, broken = "", False
     except LookupError as exc:
-        builder, reason = None, str(exc)
+        # None declared: the checks that need hosts are skipped. Declared but not loading
+        # (the cause is chained): they fail, since the plugin's packaging is wrong.
+        builder, reason, broken = None, _with_hint(str(exc)), exc.__cause__ is not None
     with tempfile.TemporaryDirectory(prefix="accelkit-check-") as scratch:
         subject = Subject(
             manager=manager,
             workspace=Path(scratch),
             make_host=builder,
             no_host_reason=reason,
+            host_error=broken,
             replay=replay,
         )
         return run_checks(subject)

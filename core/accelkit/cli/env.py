@@ -7,6 +7,7 @@ scheduler's worker holding that grant would.
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import sys
 from collections.abc import Sequence
@@ -19,6 +20,8 @@ from .ls import override
 
 TYPE_OPTION = "accelerator_type"
 """``-r accelerator_type=H100`` asks for a type, like ``acquire(..., accelerator_type="H100")``."""
+
+_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:
@@ -96,6 +99,8 @@ def parse_request(items: Sequence[str]) -> tuple[dict[str, Union[float, Fraction
     accelerator_type: Optional[str] = None
     for item in items:
         name, text = _split(item)
+        if name in request or (name == TYPE_OPTION and accelerator_type is not None):
+            raise ValueError(f"{item!r}: {name} is requested twice; give each resource once")
         if name == TYPE_OPTION:
             accelerator_type = text
         else:
@@ -104,7 +109,14 @@ def parse_request(items: Sequence[str]) -> tuple[dict[str, Union[float, Fraction
 
 
 def shell_lines(env: dict[str, Optional[str]]) -> str:
-    """``export VAR=value`` (shell-quoted) and ``unset VAR`` lines, one per variable."""
+    """``export VAR=value`` (shell-quoted) and ``unset VAR`` lines, one per variable.
+
+    A name that is not a shell variable name raises ``ValueError`` rather than printing a line
+    that ``eval`` would run as something else.
+    """
+    bad = [name for name in env if not _SHELL_NAME.fullmatch(name)]
+    if bad:
+        raise ValueError(f"cannot print {bad!r} as shell variables; use --json")
     return "".join(
         f"unset {name}\n" if value is None else f"export {name}={shlex.quote(value)}\n"
         for name, value in env.items()

@@ -43,6 +43,13 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         "ACCELKIT_OVERRIDE_RESOURCES",
     )
     parser.add_argument(
+        "--label-prefix",
+        default=None,
+        metavar="PREFIX",
+        help="prefix of the node labels (default 'accelkit/'; e.g. 'example.com/' for "
+        "Kubernetes node labels of your own domain)",
+    )
+    parser.add_argument(
         "-v", "--verbose", action="store_true", help="also print informational diagnostics"
     )
     parser.set_defaults(run=run)
@@ -63,11 +70,12 @@ def override(text: str) -> tuple[str, float]:
 
 def run(args: argparse.Namespace) -> int:
     from .. import registry
-    from ..node import detect_node
+    from ..node import DEFAULT_LABEL_PREFIX, detect_node
 
+    prefix = DEFAULT_LABEL_PREFIX if args.label_prefix is None else args.label_prefix
     with warnings.catch_warnings():  # the listing says it once, in a sentence
         warnings.simplefilter("ignore", registry.PluginWarning)
-        node = detect_node(host_from_args(args), dict(args.override) or None)
+        node = detect_node(host_from_args(args), dict(args.override) or None, label_prefix=prefix)
         broken = [p.name for p in registry.plugin_report() if p.status == "error"]
     if args.json:
         print_json(node.to_dict())

@@ -77,8 +77,9 @@ def _device_counts(args: argparse.Namespace) -> dict[str, Optional[int]]:
     counts: dict[str, Optional[int]] = {}
     for manager in registry.managers():
         with collecting(manager.name):
-            try:
-                counts[manager.name] = len(manager.detect(host))
+            try:  # the manager sees its declared variables only, as in node detection
+                view = host.view(manager.all_env_vars_read())
+                counts[manager.name] = len(manager.detect(view))
             except Exception:
                 counts[manager.name] = None
     return counts

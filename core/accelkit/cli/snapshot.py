@@ -8,7 +8,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import EXIT_OK
+from . import EXIT_OK, describe
 from ._common import host_from_args
 
 if TYPE_CHECKING:
@@ -54,9 +54,16 @@ def run(args: argparse.Namespace) -> int:
         raise NotADirectoryError(f"{target} exists and is not a directory")
     if target.is_dir() and any(target.iterdir()) and not args.force:
         raise FileExistsError(f"{target} is not empty; choose an empty directory or add --force")
+    host = host_from_args(args)
     with warnings.catch_warnings():  # `accelkit plugins` explains broken plugins
         warnings.simplefilter("ignore", registry.PluginWarning)
-        record_snapshot(target, host_from_args(args), redact=args.redact, overwrite=args.force)
+        try:
+            record_snapshot(target, host, redact=args.redact, overwrite=args.force)
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            reason = exc.strerror if exc.strerror and exc.filename else describe(exc)
+            raise OSError(f"cannot write a snapshot into {target}: {reason}") from None
         node = detect_node(load_snapshot(target))
     manifest = json.loads((target / MANIFEST).read_text(encoding="utf-8"))
     files = sum(1 for p in (target / ROOT).rglob("*") if p.is_symlink() or p.is_file())

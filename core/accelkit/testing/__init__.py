@@ -9,6 +9,11 @@ Two faces over one catalogue of checks:
 - ``accelkit check FAMILY`` runs the same checks on an installed plugin, with no code and no
   pytest (:func:`run_checks` on a :class:`Subject`).
 
+Fakes for plugin tests: ``fake_pynvml(gpus)`` and ``fake_amdsmi(gpus)`` stand in for NVML and
+amdsmi (hand them to ``FakeHost(modules={"pynvml": ...})``), over ``fake_gpus(count, name)`` /
+``FakeGpu`` / ``FakeMig`` and ``fake_amdgpus(count, device_id)`` / ``FakeAmdGpu``;
+``host_builder(family)`` is a family's registered backdoor ``make_host(count, root)``.
+
 The opt-in pytest plugin (``pytest -p accelkit.testing``, or ``pytest_plugins =
 ["accelkit.testing"]`` in a conftest) adds fixtures for plugin tests; it is never loaded into
 other pytest runs. ``import accelkit.testing`` itself imports neither pytest nor any check.
@@ -39,8 +44,13 @@ _LAZY = {
     "Audit": "audit",
     "watching": "audit",
     "host_builder": "fakes",
-    "fake_pynvml": "fakes",
-    "fake_amdsmi": "fakes",
+    "fake_pynvml": "fakes.nvidia",
+    "fake_gpus": "fakes.nvidia",
+    "FakeGpu": "fakes.nvidia",
+    "FakeMig": "fakes.nvidia",
+    "fake_amdsmi": "fakes.amd",
+    "fake_amdgpus": "fakes.amd",
+    "FakeAmdGpu": "fakes.amd",
 }
 
 __all__ = list(_LAZY)
@@ -50,6 +60,13 @@ if TYPE_CHECKING:
     from .audit import watching as watching
     from .catalog import all_checks as all_checks
     from .fakes import host_builder as host_builder
+    from .fakes.amd import FakeAmdGpu as FakeAmdGpu
+    from .fakes.amd import fake_amdgpus as fake_amdgpus
+    from .fakes.amd import fake_amdsmi as fake_amdsmi
+    from .fakes.nvidia import FakeGpu as FakeGpu
+    from .fakes.nvidia import FakeMig as FakeMig
+    from .fakes.nvidia import fake_gpus as fake_gpus
+    from .fakes.nvidia import fake_pynvml as fake_pynvml
     from .runner import Outcome as Outcome
     from .runner import run_checks as run_checks
     from .subject import Skipped as Skipped

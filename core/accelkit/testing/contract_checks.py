@@ -22,7 +22,22 @@ TYPE_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.\-]{0,61}[A-Za-z0-9])?$")
 @check("contract")
 def declarations(subject: Subject) -> None:
     """Family name, resource name, api_version, quantity and placement declarations are valid."""
-    errors = subject.manager.contract_errors()
+    manager = subject.manager
+    errors = manager.contract_errors()
+    replaces = getattr(manager, "replaces", None)
+    if replaces is not None and replaces != getattr(manager, "name", None):
+        errors.append(
+            f"{type(manager).__name__}.replaces is {replaces!r} but its name is "
+            f"{getattr(manager, 'name', None)!r}; a plugin replaces a built-in family by taking "
+            "its name: set both to the family"
+        )
+    for attribute in ("framework_device", "collective_backend"):
+        value = getattr(manager, attribute, None)
+        if value is not None and not (isinstance(value, str) and value and value.strip() == value):
+            errors.append(
+                f"{type(manager).__name__}.{attribute} must be a name like 'cuda' or None, got "
+                f"{value!r}"
+            )
     assert not errors, "; ".join(errors)
 
 

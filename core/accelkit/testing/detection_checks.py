@@ -177,7 +177,7 @@ def _hosts_to_watch(subject: Subject) -> Iterator[tuple[Host, str]]:
 
 def _audit(subject: Subject, kinds: Sequence[str], advice: str) -> None:
     for host, what in _hosts_to_watch(subject):
-        _, audit = subject.audited_detect(host, what)
+        audit = subject.observe(host)
         found = audit.of_kind(*kinds)
         assert not found, (
             f"{subject.label}.detect() on {what} did {audit.summary(*kinds)}: {advice}"
@@ -190,7 +190,7 @@ def reads_declared_variables(subject: Subject) -> None:
     declared = set(subject.manager.all_env_vars_read())
     for host, what in _hosts_to_watch(subject):
         watched = WatchedHost(host)
-        subject.detect(watched, what)
+        subject.observe(watched)
         undeclared = sorted(watched.watched_env.names - declared)
         assert not undeclared, (
             f"{subject.label}.detect() on {what} read host.env{undeclared}, which env_vars_read "
@@ -205,7 +205,7 @@ def probes_are_portable(subject: Subject) -> None:
     them in a fresh process, where a fake host calls them in place)."""
     for host, what in _hosts_to_watch(subject):
         watched = WatchedHost(host)
-        subject.detect(watched, what)
+        subject.observe(watched)
         for function, args in watched.probes:
             name = (
                 f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', '?')}"

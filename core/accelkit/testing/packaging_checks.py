@@ -1,14 +1,15 @@
 """Packaging: the plugin is installed where schedulers look for it, loads, and says who it is.
 
 Schedulers find plugins only through the ``accelkit`` entry-point group of installed
-distributions, so these checks read the same metadata (``importlib.metadata``) the loader does.
+distributions, so these checks read the same metadata the loader does (``importlib.metadata``,
+or its ``importlib-metadata`` backport before Python 3.10).
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
 
 import pluggy
@@ -17,6 +18,11 @@ from .. import hookspecs
 from ..manager import AcceleratorManager
 from .catalog import check
 from .subject import Subject
+
+if sys.version_info >= (3, 10):
+    from importlib import metadata
+else:  # the loader's own choice: the backport disables the stdlib's finder once imported
+    import importlib_metadata as metadata  # type: ignore[import-not-found, unused-ignore]
 
 GROUP = "accelkit"
 """The entry-point group every accelkit plugin is declared in."""

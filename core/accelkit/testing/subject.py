@@ -19,7 +19,7 @@ from ..device import Device
 from ..diagnostics import collecting
 from ..host import Host
 from ..manager import AcceleratorManager
-from .audit import Audit, watching
+from .audit import Audit, Forbidden, ForbiddenImport, watching
 
 __all__ = ["DEFAULT_COUNTS", "THROUGH_HOST", "HostFactory", "Skipped", "Subject"]
 
@@ -28,8 +28,8 @@ HostFactory = Callable[[int, Path], Host]
 ``count`` devices, writing any files under ``root`` (an existing empty directory)."""
 
 THROUGH_HOST = (
-    "a manager looks at the machine only through host.read_text/listdir/glob, host.env, "
-    "host.run, host.import_module and host.probe, and changes nothing"
+    "a manager looks at the machine only through host.read_text/exists/listdir/glob/readlink, "
+    "host.env, host.run, host.import_module and host.probe, and changes nothing"
 )
 
 DEFAULT_COUNTS = (0, 1, 2, 4)
@@ -45,7 +45,8 @@ class Subject:
     """A manager under test, the backdoor that builds hosts for it, and a scratch directory.
 
     ``make_host`` is None when nobody provided one; ``no_host_reason`` then says why, and the
-    checks that need hosts are skipped with it. ``counts`` overrides the counts asked of the
+    checks that need hosts are skipped with it, or fail with it when ``host_error`` is set (a
+    backdoor was declared but does not load). ``counts`` overrides the counts asked of the
     backdoor. ``replay`` is an extra host (a node snapshot) to detect on under the audit.
     """
 
@@ -53,6 +54,7 @@ class Subject:
     workspace: Path
     make_host: Optional[HostFactory] = None
     no_host_reason: str = "no host builder (make_host) was given"
+    host_error: bool = False
     counts: Optional[Sequence[int]] = None
     replay: Optional[Host] = None
     _hosts_made: int = field(default=0, init=False, repr=False)
@@ -79,6 +81,8 @@ class Subject:
     def host(self, count: int) -> Host:
         """A fresh host with ``count`` devices from the backdoor; :class:`Skipped` without one."""
         if self.make_host is None:
+            if self.host_error:
+                raise AssertionError(self.no_host_reason)
             raise Skipped(self.no_host_reason)
         self._hosts_made += 1
         root = self.workspace / f"host-{self._hosts_made}-{count}"
@@ -108,7 +112,7 @@ class Subject:
                 devices = self.manager.detect(host)
             except Exception as exc:
                 raised = f"{type(exc).__name__}: {exc} ({_where(exc)})"
-                if audit.events:
+                if _refused(exc):
                     raise AssertionError(
                         f"{self.label}.detect() on {what} did {audit.summary()}, outside its "
                         f"host (the audit blocked it), then raised {raised}; {THROUGH_HOST}"
@@ -124,19 +128,32 @@ class Subject:
             )
         return devices, audit
 
+    def observe(self, host: Host) -> Audit:
+        """Detect on ``host`` under the audit, for the checks about *how* detection works.
+
+        An exception from ``detect()`` is ignored here: raising is what :func:`empty_host` and
+        :func:`broken_stack` report, and each check should name its own problem.
+        """
+        with watching(host) as audit, collecting(self.family), contextlib.suppress(Exception):
+            self.manager.detect(host)
+        return audit
+
     def devices(self, count: int) -> list[Device]:
         """The devices detected on a backdoor host built for ``count`` devices."""
         return self.detect(self.host(count), f"make_host({count})")
 
     def sample_devices(self) -> list[Device]:
         """Devices to exercise visibility and placement with: the largest backdoor host's
-        (detected once), else (no backdoor, or detection is broken) devices "0".."3"."""
+        (detected once), else (no backdoor, or detection is broken: nothing found, or ids that
+        repeat) devices "0".."3"."""
         if self._sample is None:
             largest = max(self.host_counts(), default=0)
             found: list[Device] = []
             if self.make_host is not None and largest > 0:
                 with contextlib.suppress(AssertionError):  # the detection checks report it
                     found = self.devices(largest)
+            if len({d.id for d in found}) != len(found):
+                found = []  # devices_well_formed reports it
             self._sample = found or [Device(id=str(n), index=n) for n in range(4)]
         return list(self._sample)
 
@@ -145,13 +162,32 @@ class Subject:
         return [d.id for d in self.sample_devices()]
 
 
+def _inside(filename: str, directory: str) -> bool:
+    return os.path.abspath(filename).startswith(directory + os.sep)
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is, or comes from, an access the audit refused."""
+    seen: set[int] = set()
+    current: Optional[BaseException] = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, (Forbidden, ForbiddenImport)):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def _where(exc: BaseException) -> str:
-    """``file:line in function`` of the innermost frame outside the kit, to point at the line."""
+    """``file:line in function`` of the innermost frame of the plugin (outside accelkit's core,
+    such as a ``FakeHost`` method that raised), else outside the kit, to point at the line."""
     kit = os.path.dirname(os.path.abspath(__file__))
+    core = os.path.dirname(kit)
     frames = traceback.extract_tb(exc.__traceback__)
+    plugin = [f for f in frames if not _inside(f.filename, core)]
     outside = [f for f in frames if os.path.dirname(os.path.abspath(f.filename)) != kit]
-    if not (outside or frames):
+    if not (plugin or outside or frames):
         return "no traceback"
-    last = (outside or frames)[-1]
+    last = (plugin or outside or frames)[-1]
     shown = os.path.join(*os.path.normpath(last.filename).split(os.sep)[-2:])
     return f"{shown}:{last.lineno} in {last.name}"

@@ -33,7 +33,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from ..host import Host
 from ..manager import AcceleratorManager
-from .catalog import Check, checks_of
+from .catalog import Check, all_checks, checks_of
 from .fakes import host_builder
 from .runner import normalize_expected_failures
 from .subject import Skipped, Subject
@@ -93,7 +93,7 @@ class ManagerTestBase:
         """The manager under test with its backdoor, in a fresh scratch directory."""
         manager = self._manager()
         builder: Optional[Callable[[int, Path], Host]] = None
-        reason = ""
+        reason, broken = "", False
         if type(self).make_host is not ManagerTestBase.make_host:
             builder = self.make_host
         else:
@@ -101,11 +101,13 @@ class ManagerTestBase:
                 builder = host_builder(manager.name)
             except LookupError as exc:
                 reason = f"{exc}; or override make_host(count, root) in {type(self).__name__}"
+                broken = exc.__cause__ is not None  # declared, but does not load
         return Subject(
             manager=manager,
             workspace=tmp_path,
             make_host=builder,
             no_host_reason=reason,
+            host_error=broken,
             counts=self.host_counts,
         )
 
@@ -200,3 +202,9 @@ class AcceleratorManagerSuite(
     PackagingTests,
 ):
     """Every conformance check; subclass it as ``Test<Vendor>`` and set ``manager_class``."""
+
+
+# pytest lists a base class's tests before a subclass's, in reverse MRO order: it would report
+# packaging first and contract last. Defined again here, the tests run in catalogue order.
+for _check in all_checks():
+    setattr(AcceleratorManagerSuite, _check.test_name, _test_for(_check))

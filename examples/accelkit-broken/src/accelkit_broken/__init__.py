@@ -1,15 +1,20 @@
 """A deliberately broken accelkit plugin: each ``BROKEN:`` comment is a rule it violates.
 
-It loads (its declarations pass ``contract_errors()``), so the conformance kit can run it and
-must fail with messages naming each problem. Do not copy anything from here.
+It loads (its declarations pass ``contract_errors()``) and detects devices on its own fake hosts,
+so the conformance kit can run every check on it; each rule broken here makes a different check
+fail, with a message that names the problem and the line. Do not copy anything from here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 from collections.abc import Mapping, Sequence
 from typing import Optional
 
+# BROKEN: a heavy framework imported at module level, which every scheduler would pay for.
+import pytest  # noqa: F401
 from accelkit import AcceleratorManager, Device, Host, hookimpl
 
 __all__ = ["BrokenManager", "accelkit_register_managers"]
@@ -23,13 +28,25 @@ class BrokenManager(AcceleratorManager):
     visible_devices_env_var = "BROKEN_VISIBLE_DEVICES"
 
     def detect(self, host: Host) -> list[Device]:
-        # BROKEN: looks at the machine directly instead of through ``host``.
-        os.listdir("/dev")
-        if os.environ.get("BROKEN_FAIL"):
-            # BROKEN: raises for a broken vendor stack instead of noting it and returning [].
-            raise RuntimeError("broken vendor stack")
-        # BROKEN: the same devices whatever the host has; duplicate ids, out of index order.
-        return [Device(id="1", index=1), Device(id="1", index=0)]
+        # BROKEN: reads the process environment instead of host.env.
+        verbose = os.environ.get("BROKEN_DEBUG")
+        # BROKEN: reads a variable that env_vars_read does not declare.
+        mode = host.env.get("BROKEN_MODE", "")
+        # BROKEN: looks at the machine directly, and hides the failure, instead of using host.
+        with contextlib.suppress(OSError):
+            os.listdir("/dev")
+        # BROKEN: asks a server on the network.
+        with contextlib.suppress(OSError):
+            socket.getaddrinfo("metadata.broken.internal", 80)
+        # BROKEN: raises when its tool is missing or hangs, instead of noting it and returning [].
+        host.run(["brk-smi", "--version"])
+        # BROKEN: a probe function that a real host's probe process cannot import.
+        host.probe(lambda import_module: verbose or mode)
+        # BROKEN: the same id for every device, and a type label with spaces.
+        return [
+            Device(id="1", index=n, type_label="Broken Model 1")
+            for n, _ in enumerate(host.glob("/dev/brk*"))
+        ]
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
         # BROKEN: ignores the variable, so a restricted process looks unrestricted.

@@ -1,0 +1,159 @@
+"""The core's layering (STYLE.md): each module imports only from its own layer or below, and
+no imports run in a circle. Imports under ``if TYPE_CHECKING:`` are annotations, not imports."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+CORE = Path(__file__).resolve().parents[2] / "core" / "accelkit"
+
+LAYERS = {
+    # 0: plain data and text rules, importing nothing of accelkit but each other
+    "errors": 0,
+    "device": 0,
+    "diagnostics": 0,
+    "visibility": 0,
+    # 1: the machine and the numbers
+    "host": 1,
+    "quantities": 1,
+    "placement": 1,
+    # 2: the contract and the shared detection helpers: all a plugin imports
+    "manager": 2,
+    "detection": 2,
+    "devfiles": 2,
+    "gpu_facts": 2,
+    "gpu_sysfs": 2,
+    "textparse": 2,
+    "tool_output": 2,
+    "pod": 2,
+    # 3: hooks, built-in hook plugins and the conformance kit
+    "hookspecs": 3,
+    "hints": 3,
+    "testing": 3,
+    # 4: discovery
+    "registry": 4,
+    # 5: what a node is and what a grant is
+    "node": 5,
+    "grant": 5,
+    "runtime": 5,
+    "request": 5,
+    "snapshot": 5,
+    # 6: allocation and export formats
+    "allocator": 6,
+    "exports": 6,
+    "scaling": 6,
+    # 7: faces
+    "cli": 7,
+    "pool": 7,
+    "integrations": 7,
+    "__init__": 7,
+}
+PACKAGE_CONSTANTS = {"__version__"}
+"""Names the package ``__init__`` defines itself (not lazily): importing them is no layer."""
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(CORE).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts) or "__init__"
+
+
+def layer(module: str) -> int:
+    top = module.split(".")[0]
+    assert top in LAYERS, f"accelkit.{module} has no layer: add it to LAYERS in {__file__}"
+    return LAYERS[top]
+
+
+def runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node except those under ``if TYPE_CHECKING:``."""
+    found: list[ast.AST] = []
+    pending: list[ast.AST] = [tree]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            pending.extend(node.orelse)
+            continue
+        found.append(node)
+        pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def imports(path: Path) -> set[str]:
+    """The accelkit modules ``path`` imports at run time, as names relative to the package."""
+    here = module_name(path)
+    if path.name == "__init__.py":
+        package = [] if here == "__init__" else here.split(".")
+    else:
+        package = here.split(".")[:-1]
+    found: set[str] = set()
+    for node in runtime_nodes(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[: len(package) - (node.level - 1)]
+            target = [*base, *(node.module.split(".") if node.module else [])]
+            if node.module:
+                found.add(".".join(target))
+            for alias in node.names:
+                name = ".".join([*target, alias.name])
+                if (CORE / Path(*name.split("."))).with_suffix(".py").exists() or (
+                    CORE / Path(*name.split("."))
+                ).is_dir():
+                    found.add(name)
+                elif not node.module and alias.name not in PACKAGE_CONSTANTS:
+                    found.add(".".join(target) or "__init__")
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+            for name in names:
+                if name and (name == "accelkit" or name.startswith("accelkit.")):
+                    found.add(name.partition(".")[2] or "__init__")
+    return {m for m in found if m and m != here}
+
+
+GRAPH = {module_name(p): imports(p) for p in sorted(CORE.rglob("*.py"))}
+
+
+def test_every_module_has_a_layer() -> None:
+    for module in GRAPH:
+        layer(module)
+
+
+@pytest.mark.parametrize("module", sorted(GRAPH))
+def test_no_import_runs_up(module: str) -> None:
+    upward = sorted(m for m in GRAPH[module] if layer(m) > layer(module))
+    assert not upward, (
+        f"accelkit.{module} (layer {layer(module)}) imports {upward} from above it; "
+        "move the code to the layer it needs"
+    )
+
+
+def test_no_import_cycles() -> None:
+    def within(module: str) -> set[str]:
+        """Package-level edges: a subpackage counts as one node, as does the package face."""
+        return {m for m in GRAPH.get(module, set()) if m in GRAPH}
+
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        stack.append(module)
+        for target in sorted(within(module)):
+            if state.get(target) == 1:
+                cycle = [*stack[stack.index(target) :], target]
+                pytest.fail(f"import cycle: {' -> '.join(cycle)}")
+            if target not in state:
+                visit(target)
+        stack.pop()
+        state[module] = 2
+
+    for module in sorted(GRAPH):
+        if module not in state:
+            visit(module)
+
+
+def test_the_checker_sees_lazy_and_relative_imports() -> None:
+    assert "registry" in GRAPH["node"] and "host" in GRAPH["node"]
+    assert "snapshot" in GRAPH["cli._common"]  # imported inside a function
+    assert "node" not in GRAPH["registry"]  # only under TYPE_CHECKING
+    assert "__init__" not in GRAPH["registry"]  # `from . import __version__` is a constant
