@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import io
 import json
+import re
 import subprocess
 import sys
 import tokenize
@@ -55,6 +56,8 @@ def test_code_line_counter_ignores_docstrings_comments_and_blanks() -> None:
 def test_each_builtin_plugin_stays_under_100_code_lines(vendor: str) -> None:
     files = sorted((ROOT / "plugins" / vendor).rglob("*.py"))
     assert files, f"plugins/{vendor} has no module"
+    hidden = [f.name for f in files if re.search(r"#\s*fmt:\s*(skip|off)", f.read_text())]
+    assert not hidden, f"plugins/{vendor} hides code from the formatter in {hidden}"
     total = sum(code_lines(f.read_text()) for f in files)
     assert total < 100, (
         f"plugins/{vendor} has {total} code lines; move shared mechanics to the core"

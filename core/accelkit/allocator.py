@@ -258,13 +258,16 @@ class Allocator:
             name: _Capacity(name, total) for name, total in self._inventory.capacity.items()
         }
         self._families = tuple(dict.fromkeys(d.family for d in node.devices))
-        sizes: dict[str, int] = {}
+        offered: dict[str, int] = {}
         for families in self._inventory.families.values():
             for family in families:
                 name = family.manager.name
-                sizes[name] = sizes.get(name, 0) + len(family.devices)
+                offered[name] = offered.get(name, 0) + len(family.devices)
+        # What a grant of every offered device covers: the whole host only when the host has
+        # no more (exclusions, a visibility variable or an override may have taken some away).
+        sizes = {name: node.detected.get(name) or count for name, count in offered.items()}
         self._family_sizes = MappingProxyType(sizes)
-        """Allocatable devices per family: what a grant of all of them covers (a whole TPU host)."""
+        """Devices per family on the host, as a grant tells a whole TPU host from a block."""
         self._live: dict[int, tuple[Grant, _Held]] = {}
         self._plans: dict[Any, _Plan] = {}
         self._lock = threading.Lock()

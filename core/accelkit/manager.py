@@ -122,7 +122,13 @@ class AcceleratorManager:
         )
 
     def visibility_env(self, ids: Sequence[str]) -> dict[str, Optional[str]]:
-        """Variables that make a process see exactly ``ids`` (None: unset that variable)."""
+        """Variables that make a process see exactly ``ids`` (None: unset that variable).
+
+        An override may add a keyword parameter ``total: Optional[int] = None``: grants then
+        pass how many devices the family has on the host, when the worker would otherwise see
+        them all, so a grant of every device can be told from a part (the TPU plugin leaves
+        libtpu its whole-host defaults then). Overrides without it are called with ``ids`` only.
+        """
         if self.visible_devices_env_var is None:
             return {}
         return {self.visible_devices_env_var: join_ids(ids)}

@@ -99,6 +99,11 @@ class Node:
     resources: dict[str, float] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    detected: dict[str, int] = field(default_factory=dict)
+    """Devices each family found on the host before exclusions, its visibility variable and
+    overrides changed the node (families that found none are absent). A grant of every device
+    the node offers is a grant of the whole host only when that is all the host has: TPU
+    grants unset every variable then, and write a block's bounds otherwise."""
 
     def devices_of(self, family: str) -> list[Device]:
         """The devices of one family, in index order."""
@@ -116,6 +121,7 @@ class Node:
             "resources": dict(self.resources),
             "labels": dict(self.labels),
             "diagnostics": [d.to_dict() for d in self.diagnostics],
+            "detected": dict(self.detected),
         }
 
     @classmethod
@@ -144,12 +150,19 @@ class Node:
                 resources={str(k): float(v) for k, v in data.get("resources", {}).items()},
                 labels={str(k): str(v) for k, v in data.get("labels", {}).items()},
                 diagnostics=[Diagnostic.from_dict(d) for d in data.get("diagnostics", [])],
+                detected={str(k): _count(v) for k, v in data.get("detected", {}).items()},
             )
         except (TypeError, AttributeError) as exc:
             raise ValueError(f"malformed node: {type(exc).__name__}: {exc}") from None
 
 
-_NODE_KEYS = ("schema_version", "devices", "resources", "labels", "diagnostics")
+_NODE_KEYS = ("schema_version", "devices", "resources", "labels", "diagnostics", "detected")
+
+
+def _count(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"malformed node: a detected count must be a whole number, not {value!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -222,7 +235,10 @@ def detect_node(
             provided.add(manager.resource_name)
 
     plain = _apply_overrides(families, wanted, diagnostics)
-    node = Node(devices=[d for f in families for d in f.devices])
+    node = Node(
+        devices=[d for f in families for d in f.devices],
+        detected={name: len(devices) for name, devices in found.items() if devices},
+    )
     node.resources = _resources(families, views, plain, diagnostics)
     node.labels = _labels(families, views, label_prefix, diagnostics)
     node.diagnostics = list(dict.fromkeys(diagnostics))  # each finding once, first place kept

@@ -436,11 +436,9 @@ def _candidates(settings: _Settings) -> list[_Plugin]:
 
 def _entry_points() -> list[Any]:
     """The entry points of group ``accelkit`` (tests replace this to install fake plugins)."""
-    if sys.version_info >= (3, 10):
-        from importlib.metadata import entry_points
-    else:
-        from importlib_metadata import entry_points  # type: ignore[import-not-found, unused-ignore]
-    return list(entry_points(group=ENTRY_POINT_GROUP))
+    from .metadata import metadata
+
+    return list(metadata.entry_points(group=ENTRY_POINT_GROUP))
 
 
 def _module_of(ep: Any) -> str:

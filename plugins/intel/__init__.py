@@ -6,8 +6,9 @@ Max 1100 one); in COMPOSITE or COMBINED mode a card is one. A stack is not a par
 allocatable card, so it has no ``parent``; its card is its ``pci_bus_id``.
 
 ``ZE_AFFINITY_MASK`` applies first and the SYCL selector's indices are read relative to its
-list, so a grant writes the selector and unsets the mask. Reading accepts bare lists (``0,1``)
-and selector terms (``level_zero:0,1;opencl:*``; ``*`` or ``gpu`` select all).
+list, so a grant writes the selector and unsets the mask; hiding every device writes the discard
+filter ``!level_zero:*``. Reading accepts bare lists (``0,1``) and selector terms
+(``level_zero:0,1;opencl:*``; ``*`` or ``gpu`` select all).
 
 Integrated GPUs share the vendor id 0x8086 and take a Level Zero ordinal too, so they are
 counted but never offered. The rule: on PCI layers (xpu-smi, sysfs) an integrated GPU is the
@@ -71,7 +72,9 @@ class IntelManager(AcceleratorManager):
         return relative_ids(mask, selected)
 
     def visibility_env(self, ids: Sequence[str]) -> dict[str, Optional[str]]:
-        return {"ONEAPI_DEVICE_SELECTOR": f"level_zero:{join_ids(ids)}", "ZE_AFFINITY_MASK": None}
+        """An empty device list is not a selector SYCL parses: hiding all discards Level Zero."""
+        selector = f"level_zero:{join_ids(ids)}" if ids else "!level_zero:*"
+        return {"ONEAPI_DEVICE_SELECTOR": selector, "ZE_AFFINITY_MASK": None}
 
     def detect(self, host: Host) -> list[Device]:
         layers = (("library", from_dpctl), ("command", from_xpu_smi), ("sysfs", from_drm))

@@ -11,11 +11,12 @@ import pytest
 CORE = Path(__file__).resolve().parents[2] / "core" / "accelkit"
 
 LAYERS = {
-    # 0: plain data and text rules, importing nothing of accelkit but each other
+    # 0: plain data, text rules and which importlib.metadata to read, importing nothing above
     "errors": 0,
     "device": 0,
     "diagnostics": 0,
     "visibility": 0,
+    "metadata": 0,
     # 1: the machine and the numbers
     "host": 1,
     "quantities": 1,

@@ -58,6 +58,12 @@ def test_writes_the_level_zero_selector_and_unsets_the_mask() -> None:
     assert MANAGER.visibility_env([" 1 "])["ONEAPI_DEVICE_SELECTOR"] == "level_zero:1"
 
 
+def test_hiding_every_device_writes_a_discard_filter_that_reads_back_as_nothing() -> None:
+    env = MANAGER.visibility_env([])
+    assert env == {"ONEAPI_DEVICE_SELECTOR": "!level_zero:*", "ZE_AFFINITY_MASK": None}
+    assert MANAGER.read_visible({"ONEAPI_DEVICE_SELECTOR": "!level_zero:*"}) == []
+
+
 @pytest.mark.parametrize(
     ("env", "expected"),
     [

@@ -155,3 +155,9 @@ def test_every_hook_has_a_test() -> None:
         if not re.search(rf"^@hookimpl\b.*\n(?:@.*\n)*def {hook}\(", sources, re.MULTILINE)
     ]
     assert not missing, f"hooks that no test implements with @hookimpl: {missing}"
+
+
+def test_every_hook_is_in_the_plugin_authors_guide() -> None:
+    guide = (TESTS.parent / "docs" / "plugin-authoring.md").read_text()
+    missing = [hook for hook in hooks() if f"`{hook}" not in guide]
+    assert not missing, f"docs/plugin-authoring.md does not describe the hooks {missing}"

@@ -253,3 +253,41 @@ def test_json_round_trip() -> None:
 def test_from_dict_rejects_what_is_not_a_grant(data: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         Grant.from_dict(data)
+
+
+def tpu_grant_env(tmp_path: object, chips: int, ask: int, **env: str) -> dict[str, Optional[str]]:
+    """Detect a fake TPU host of ``chips`` chips under ``env``; the env of a grant of ``ask``."""
+    from accelkit import FakeHost, Node, detect_node
+    from accelkit.testing.fakes.tpu import make_host
+
+    host = make_host(chips, tmp_path)
+    node = detect_node(FakeHost(root=host.root, env=env))
+    rebuilt = Node.from_dict(json.loads(json.dumps(node.to_dict())))  # as a scheduler stores it
+    assert rebuilt.detected == node.detected == {"tpu": chips}
+    grant = Allocator(rebuilt).acquire({"TPU": ask})
+    assert grant is not None
+    return grant.env(NO_ENV, hooks=False)
+
+
+def test_a_detected_tpu_host_granted_whole_unsets_every_variable(tmp_path: object) -> None:
+    assert tpu_grant_env(tmp_path, 4, 4) == dict.fromkeys(TPU_VARS)
+
+
+@pytest.mark.parametrize(
+    "narrowing",
+    [
+        {"ACCELKIT_EXCLUDE_DEVICES": "tpu:0,tpu:1,tpu:2,tpu:3"},
+        {"ACCELKIT_OVERRIDE_RESOURCES": '{"TPU": 4}'},
+        {"TPU_VISIBLE_CHIPS": "4,5,6,7"},
+    ],
+    ids=["excluded", "overridden", "visibility"],
+)
+def test_every_chip_a_narrowed_node_offers_is_still_a_block(
+    tmp_path: object, narrowing: dict[str, str]
+) -> None:
+    # Half of an 8-chip host is left: granting all of it must not unset the variables, or the
+    # worker would see all eight chips.
+    env = tpu_grant_env(tmp_path, 8, 4, **narrowing)
+    assert env["TPU_CHIPS_PER_HOST_BOUNDS"] == "2,2,1"
+    assert env["TPU_HOST_BOUNDS"] == "1,1,1"
+    assert env["TPU_VISIBLE_CHIPS"] in ("0,1,2,3", "4,5,6,7")

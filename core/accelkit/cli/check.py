@@ -23,7 +23,7 @@ from .. import registry
 from ..host import Host
 from ..manager import AcceleratorManager
 from ..testing.catalog import TOPICS
-from ..testing.fakes import host_builder
+from ..testing.fakes import BrokenHostBuilder, host_builder
 from ..testing.runner import Outcome, run_checks
 from ..testing.subject import Subject
 from . import EXIT_FAILED, EXIT_OK, EXIT_USAGE
@@ -165,9 +165,10 @@ def check_manager(manager: AcceleratorManager, replay: Optional[Host]) -> list[O
         builder = host_builder(manager.name)
         reason, broken = "", False
     except LookupError as exc:
-        # None declared: the checks that need hosts are skipped. Declared but not loading
-        # (the cause is chained): they fail, since the plugin's packaging is wrong.
-        builder, reason, broken = None, _with_hint(str(exc)), exc.__cause__ is not None
+        # None declared: the checks that need hosts are skipped. Declared but unusable: they
+        # fail, since the plugin's packaging is wrong.
+        builder, reason = None, _with_hint(str(exc))
+        broken = isinstance(exc, BrokenHostBuilder)
     with tempfile.TemporaryDirectory(prefix="accelkit-check-") as scratch:
         subject = Subject(
             manager=manager,

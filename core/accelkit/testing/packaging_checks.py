@@ -8,7 +8,6 @@ or its ``importlib-metadata`` backport before Python 3.10).
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,13 +15,9 @@ import pluggy
 
 from .. import hookspecs
 from ..manager import AcceleratorManager
+from ..metadata import metadata
 from .catalog import check
 from .subject import Subject
-
-if sys.version_info >= (3, 10):
-    from importlib import metadata
-else:  # the loader's own choice: the backport disables the stdlib's finder once imported
-    import importlib_metadata as metadata  # type: ignore[import-not-found, unused-ignore]
 
 GROUP = "accelkit"
 """The entry-point group every accelkit plugin is declared in."""

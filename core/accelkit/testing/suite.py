@@ -34,7 +34,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from ..host import Host
 from ..manager import AcceleratorManager
 from .catalog import Check, all_checks, checks_of
-from .fakes import host_builder
+from .fakes import BrokenHostBuilder, host_builder
 from .runner import normalize_expected_failures
 from .subject import Skipped, Subject
 
@@ -101,7 +101,7 @@ class ManagerTestBase:
                 builder = host_builder(manager.name)
             except LookupError as exc:
                 reason = f"{exc}; or override make_host(count, root) in {type(self).__name__}"
-                broken = exc.__cause__ is not None  # declared, but does not load
+                broken = isinstance(exc, BrokenHostBuilder)  # declared, but unusable
         return Subject(
             manager=manager,
             workspace=tmp_path,

@@ -4,22 +4,41 @@
 own, declared in the entry-point group ``accelkit.testing`` (``acme = "pkg.fakes:make_host"``),
 else the built-in one in ``accelkit.testing.fakes.<vendor>``. Nothing is imported until asked.
 
-``fake_pynvml(gpus)`` and ``fake_amdsmi(...)`` build stand-ins for the NVIDIA and AMD libraries,
-to hand to ``FakeHost(modules={"pynvml": ...})``.
+``fake_pynvml(fake_gpus(...))`` and ``fake_amdsmi(fake_amdgpus(...))`` build stand-ins for the
+NVIDIA and AMD libraries, to hand to ``FakeHost(modules={"pynvml": ...})``; ``FakeGpu``,
+``FakeMig`` and ``FakeAmdGpu`` describe single devices.
 """
 
 from __future__ import annotations
 
 import importlib
-from importlib import metadata
 from typing import TYPE_CHECKING, Any, Callable
+
+from ...metadata import metadata
 
 if TYPE_CHECKING:
     from ...host import Host
+    from .amd import FakeAmdGpu as FakeAmdGpu
+    from .amd import fake_amdgpus as fake_amdgpus
     from .amd import fake_amdsmi as fake_amdsmi
+    from .nvidia import FakeGpu as FakeGpu
+    from .nvidia import FakeMig as FakeMig
+    from .nvidia import fake_gpus as fake_gpus
     from .nvidia import fake_pynvml as fake_pynvml
 
-__all__ = ["BUILTIN_HOSTS", "ENTRY_POINT_GROUP", "fake_amdsmi", "fake_pynvml", "host_builder"]
+__all__ = [
+    "BUILTIN_HOSTS",
+    "ENTRY_POINT_GROUP",
+    "BrokenHostBuilder",
+    "FakeAmdGpu",
+    "FakeGpu",
+    "FakeMig",
+    "fake_amdgpus",
+    "fake_amdsmi",
+    "fake_gpus",
+    "fake_pynvml",
+    "host_builder",
+]
 
 ENTRY_POINT_GROUP = "accelkit.testing"
 """Entry-point group where a plugin declares ``<family> = "module:make_host"``."""
@@ -30,7 +49,20 @@ BUILTIN_HOSTS = {
 }
 """The built-in families' host builders."""
 
-_LIBRARIES = {"fake_pynvml": "nvidia", "fake_amdsmi": "amd"}
+_LIBRARIES = {
+    "fake_pynvml": "nvidia",
+    "fake_gpus": "nvidia",
+    "FakeGpu": "nvidia",
+    "FakeMig": "nvidia",
+    "fake_amdsmi": "amd",
+    "fake_amdgpus": "amd",
+    "FakeAmdGpu": "amd",
+}
+
+
+class BrokenHostBuilder(LookupError):
+    """A host builder is declared for the family but cannot be used: the plugin's packaging is
+    wrong, so the checks that need hosts fail instead of being skipped."""
 
 
 def _load(reference: str) -> Any:
@@ -39,18 +71,23 @@ def _load(reference: str) -> Any:
 
 
 def host_builder(family: str) -> Callable[[int, Any], Host]:
-    """The ``make_host(count, root)`` of ``family``; ``LookupError`` says why there is none."""
-    declared = [
-        entry
-        for dist in metadata.distributions()
-        for entry in dist.entry_points
-        if entry.group == ENTRY_POINT_GROUP and entry.name == family
-    ]
+    """The ``make_host(count, root)`` of ``family``; ``LookupError`` says why there is none
+    (:class:`BrokenHostBuilder` when one is declared but unusable)."""
+    declared = sorted(
+        (ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == family),
+        key=lambda ep: str(ep.value),
+    )
+    owners = sorted({_owner(ep) for ep in declared})
+    if len(owners) > 1:
+        raise BrokenHostBuilder(
+            f"{len(owners)} distributions declare a host builder for family {family!r} in "
+            f"{ENTRY_POINT_GROUP!r}: {', '.join(owners)}; uninstall all but one"
+        )
     if declared:
         try:
             builder: Callable[[int, Any], Host] = declared[0].load()
         except Exception as exc:
-            raise LookupError(
+            raise BrokenHostBuilder(
                 f"entry point {ENTRY_POINT_GROUP}:{family} = {declared[0].value!r} does not "
                 f"load: {type(exc).__name__}: {exc}"
             ) from exc
@@ -59,7 +96,7 @@ def host_builder(family: str) -> Callable[[int, Any], Host]:
         try:
             builtin: Callable[[int, Any], Host] = _load(BUILTIN_HOSTS[family])
         except (ImportError, AttributeError) as exc:
-            raise LookupError(
+            raise BrokenHostBuilder(
                 f"the built-in host builder {BUILTIN_HOSTS[family]} is missing: {exc}"
             ) from exc
         return builtin
@@ -68,6 +105,14 @@ def host_builder(family: str) -> Callable[[int, Any], Host]:
         f'entry-point group ({family} = "yourpackage.fakes:make_host") so `accelkit check` can '
         "build hosts with N devices"
     )
+
+
+def _owner(entry_point: Any) -> str:
+    """``name version`` of the distribution declaring an entry point (``?`` when unknown)."""
+    dist = getattr(entry_point, "dist", None)
+    if dist is None:
+        return f"? ({entry_point.value})"
+    return f"{dist.metadata['Name']} {dist.version}"
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,98 @@
+"""Finding a family's backdoor ``make_host``: declared, built in, missing, broken, claimed twice."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import accelkit.testing.fakes as fakes
+import pytest
+from accelkit.testing.fakes import BrokenHostBuilder, host_builder
+
+
+class FakeDist:
+    def __init__(self, name: str, version: str) -> None:
+        self.metadata = {"Name": name}
+        self.version = version
+
+
+class FakeEntryPoint:
+    def __init__(self, name: str, value: str, dist: FakeDist, loaded: Any) -> None:
+        self.name, self.value, self.dist, self._loaded = name, value, dist, loaded
+
+    def load(self) -> Any:
+        if isinstance(self._loaded, BaseException):
+            raise self._loaded
+        return self._loaded
+
+
+def declare(monkeypatch: pytest.MonkeyPatch, *points: FakeEntryPoint) -> None:
+    def entry_points(group: str) -> list[FakeEntryPoint]:
+        assert group == fakes.ENTRY_POINT_GROUP
+        return list(points)
+
+    monkeypatch.setattr(fakes, "metadata", types.SimpleNamespace(entry_points=entry_points))
+
+
+def make_host(count: int, root: Any) -> Any:
+    return ("host", count)
+
+
+def test_a_declared_builder_wins_over_the_builtin(monkeypatch: pytest.MonkeyPatch) -> None:
+    declare(
+        monkeypatch, FakeEntryPoint("nvidia", "v.fakes:make_host", FakeDist("v", "1"), make_host)
+    )
+    assert host_builder("nvidia") is make_host
+
+
+def test_a_builtin_family_falls_back_to_its_own_builder(monkeypatch: pytest.MonkeyPatch) -> None:
+    declare(monkeypatch)
+    assert host_builder("tpu").__module__ == "accelkit.testing.fakes.tpu"
+
+
+def test_an_undeclared_family_says_how_to_declare_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    declare(monkeypatch)
+    with pytest.raises(LookupError, match=r'zeta = "yourpackage.fakes:make_host"') as info:
+        host_builder("zeta")
+    assert not isinstance(info.value, BrokenHostBuilder)
+
+
+def test_a_builder_that_does_not_load_is_broken(monkeypatch: pytest.MonkeyPatch) -> None:
+    failing = ImportError("No module named 'zeta_fakes'")
+    declare(monkeypatch, FakeEntryPoint("zeta", "zeta_fakes:make", FakeDist("zeta", "2"), failing))
+    with pytest.raises(BrokenHostBuilder, match=r"zeta_fakes:make.*does not load.*ImportError"):
+        host_builder("zeta")
+
+
+def test_two_distributions_declaring_one_family_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    declare(
+        monkeypatch,
+        FakeEntryPoint("zeta", "b.fakes:make_host", FakeDist("zeta-b", "1.0"), make_host),
+        FakeEntryPoint("zeta", "a.fakes:make_host", FakeDist("zeta-a", "2.0"), make_host),
+    )
+    with pytest.raises(BrokenHostBuilder, match=r"2 distributions .*: zeta-a 2\.0, zeta-b 1\.0"):
+        host_builder("zeta")
+
+
+def test_one_distribution_seen_twice_on_the_path_is_not_a_clash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    dist = FakeDist("zeta", "1.0")
+    declare(
+        monkeypatch,
+        FakeEntryPoint("zeta", "zeta.fakes:make_host", dist, make_host),
+        FakeEntryPoint("zeta", "zeta.fakes:make_host", FakeDist("zeta", "1.0"), make_host),
+    )
+    assert host_builder("zeta") is make_host
+
+
+def test_the_nvidia_and_amd_fake_library_builders_are_public() -> None:
+    import accelkit.testing as kit
+
+    for name in ("fake_pynvml", "fake_gpus", "FakeGpu", "FakeMig"):
+        assert getattr(fakes, name) is getattr(kit, name)
+    for name in ("fake_amdsmi", "fake_amdgpus", "FakeAmdGpu"):
+        assert getattr(fakes, name) is getattr(kit, name)
+    nvml = fakes.fake_pynvml(fakes.fake_gpus(2, "NVIDIA H100 80GB HBM3"))
+    nvml.nvmlInit()
+    assert nvml.nvmlDeviceGetCount() == 2
