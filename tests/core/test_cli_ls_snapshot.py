@@ -205,3 +205,18 @@ def test_ls_label_prefix(empty: Path) -> None:
     assert "accelkit/" not in result.stdout
     as_json = accelkit("ls", "--host", str(empty), "--override", "GPU=1", "--json")
     assert Node.from_dict(json.loads(as_json.stdout)).labels == {"accelkit/nvidia.count": "1"}
+
+
+def test_a_reader_that_stops_early_is_no_error() -> None:
+    # `accelkit ls --json | head -1`: the pipe closes before accelkit writes.
+    node = str(Path(__file__).resolve().parents[2] / "examples" / "nodes" / "nvidia-h100-8gpu")
+    child = subprocess.Popen(
+        [sys.executable, "-m", "accelkit.cli", "ls", "--json", "--host", node],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()
+    stderr = child.stderr.read().decode()
+    assert child.wait(timeout=60) == 0
+    assert stderr == ""

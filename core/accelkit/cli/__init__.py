@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import Optional
@@ -60,6 +61,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_USAGE
     try:
         code: int = args.run(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader stopped early (`accelkit plugins --json | head`): not an error of ours.
+        # Point stdout at devnull so the interpreter's final flush does not complain either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except (AccelkitError, ValueError, OSError) as exc:
         print(f"accelkit {args.verb}: error: {describe(exc)}", file=sys.stderr)
         return EXIT_USAGE
