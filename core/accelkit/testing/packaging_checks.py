@@ -45,7 +45,8 @@ def plugin_entries() -> list[PluginEntry]:
     """Every entry point of the ``accelkit`` group, once per distribution, sorted by name."""
     found: dict[tuple[str, str], PluginEntry] = {}
     for dist in metadata.distributions():
-        dist_name = dist.metadata["Name"] or "?"
+        facts = dist.metadata  # None for a distribution with no metadata file (the backport)
+        dist_name = (facts["Name"] if facts is not None else None) or "?"
         for entry in dist.entry_points:
             if entry.group != GROUP:
                 continue
