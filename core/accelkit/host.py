@@ -38,6 +38,7 @@ __all__ = [
     "LocalHost",
     "ProbeError",
     "natural_key",
+    "resolve_under",
 ]
 
 DEFAULT_COMMAND_TIMEOUT = 10.0
@@ -81,6 +82,43 @@ def natural_key(text: str) -> tuple[Any, ...]:
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
 
 
+StepVisitor = Callable[[str, bool, bool], None]
+"""Called by :func:`resolve_under` for each step: (machine path, is a symlink, more follows)."""
+
+
+def resolve_under(root: Path, path: str, visit: Optional[StepVisitor] = None) -> Optional[str]:
+    """Machine path ``path`` with its symlinks resolved as the machine would, inside ``root``.
+
+    ``..`` and absolute link targets never leave ``root``; None after 40 links (a loop).
+    ``visit`` sees every component on the way, links included (the snapshot recorder copies
+    them as it goes).
+    """
+    parts = [p for p in path.split("/") if p and p != "."]
+    done = "/"
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            done = posixpath.dirname(done.rstrip("/")) or "/"
+            continue
+        candidate = posixpath.join(done, part)
+        local = root / candidate.lstrip("/")
+        link = local.is_symlink()
+        if visit is not None:
+            visit(candidate, link, bool(parts))
+        if link:
+            hops += 1
+            if hops > 40:
+                return None
+            target = os.readlink(local)
+            base = "/" if target.startswith("/") else done
+            parts = [p for p in posixpath.join(base, target).split("/") if p and p != "."] + parts
+            done = "/"
+            continue
+        done = candidate
+    return done
+
+
 class Host:
     """Files under ``root``, an environment, commands and libraries.
 
@@ -106,29 +144,7 @@ class Host:
     def _resolve(self, path: str) -> Optional[str]:
         """Resolve symlinks of a machine path as the machine would, never leaving the root."""
         assert self.root is not None
-        parts = [p for p in path.split("/") if p and p != "."]
-        done = "/"
-        hops = 0
-        while parts:
-            part = parts.pop(0)
-            if part == "..":
-                done = posixpath.dirname(done.rstrip("/")) or "/"
-                continue
-            candidate = posixpath.join(done, part)
-            local = self.root / candidate.lstrip("/")
-            if local.is_symlink():
-                hops += 1
-                if hops > 40:
-                    return None
-                target = os.readlink(local)
-                base = "/" if target.startswith("/") else done
-                parts = [
-                    p for p in posixpath.join(base, target).split("/") if p and p != "."
-                ] + parts
-                done = "/"
-                continue
-            done = candidate
-        return done
+        return resolve_under(self.root, path)
 
     def realpath(self, path: str) -> Optional[str]:
         """``path`` with every symlink resolved, as a machine path; None when the root is empty."""

@@ -56,8 +56,10 @@ from .host import (
     CommandSpec,
     FakeHost,
     Host,
+    HostView,
     LocalHost,
     ProbeFunction,
+    resolve_under,
 )
 from .node import CONFIG_ENV_VARS, detect_node
 
@@ -165,7 +167,7 @@ def _prepare(base: Path, overwrite: bool) -> None:
     root.mkdir()
 
 
-class RecordingHost(Host):
+class RecordingHost(HostView):
     """Answers exactly as ``inner`` does and copies every answer into ``tree``.
 
     Files are copied from ``inner.root`` (hosts whose files live under a local directory:
@@ -177,33 +179,30 @@ class RecordingHost(Host):
     """
 
     def __init__(self, inner: Host, tree: Path, env_names: Iterable[str]) -> None:
-        super().__init__(inner.root)
-        self._inner = inner
+        super().__init__(inner, env_names)
         self._tree = tree
-        inner_env = inner.env
-        self._env = {n: inner_env[n] for n in env_names if n in inner_env}
         self.commands: list[dict[str, Any]] = []
 
     # -- files -------------------------------------------------------------------------------
     def read_text(self, path: str) -> Optional[str]:
-        text = self._inner.read_text(path)
+        text = self.inner.read_text(path)
         self._copy(path, content=_UNREADABLE if text is None else text.encode("utf-8"))
         return text
 
     def exists(self, path: str) -> bool:
-        found = self._inner.exists(path)
+        found = self.inner.exists(path)
         if found:
             self._copy(path)
         return found
 
     def is_dir(self, path: str) -> bool:
-        found = self._inner.is_dir(path)
+        found = self.inner.is_dir(path)
         if found:
             self._copy(path)
         return found
 
     def listdir(self, path: str) -> list[str]:
-        names = self._inner.listdir(path)
+        names = self.inner.listdir(path)
         resolved = self._copy(path)
         if resolved is not None:
             for name in names:
@@ -211,7 +210,7 @@ class RecordingHost(Host):
         return names
 
     def readlink(self, path: str) -> Optional[str]:
-        target = self._inner.readlink(path)
+        target = self.inner.readlink(path)
         if target is not None:
             parent = self._copy(posixpath.dirname(path) or "/")
             if parent is not None:
@@ -219,12 +218,12 @@ class RecordingHost(Host):
         return target
 
     def realpath(self, path: str) -> Optional[str]:
-        real = self._inner.realpath(path)
+        real = self.inner.realpath(path)
         self._copy(path)
         return real
 
     def glob(self, pattern: str) -> list[str]:
-        hits = self._inner.glob(pattern)
+        hits = self.inner.glob(pattern)
         for hit in hits:
             self._copy(hit)
         return hits
@@ -235,36 +234,19 @@ class RecordingHost(Host):
         ``content`` is written for a file that was read; a file only looked at becomes an
         empty placeholder (never clobbering content recorded before). Missing paths copy nothing.
         """
-        source = self._inner.root
+        source = self.inner.root
         if source is None or not path.startswith("/"):
             return None
-        parts = [p for p in path.split("/") if p and p != "."]
-        done = "/"
-        hops = 0
-        while parts:
-            part = parts.pop(0)
-            if part == "..":
-                done = posixpath.dirname(done.rstrip("/")) or "/"
-                continue
-            candidate = posixpath.join(done, part)
-            local = source / candidate.lstrip("/")
-            if local.is_symlink():
-                hops += 1
-                if hops > 40:
-                    return None
-                self._copy_entry(candidate)
-                target = os.readlink(local)
-                base = "/" if target.startswith("/") else done
-                parts = [
-                    p for p in posixpath.join(base, target).split("/") if p and p != "."
-                ] + parts
-                done = "/"
-                continue
-            if not local.exists():
-                return None
-            if parts:
-                (self._tree / candidate.lstrip("/")).mkdir(parents=True, exist_ok=True)
-            done = candidate
+
+        def record(step: str, link: bool, more: bool) -> None:
+            if link:
+                self._copy_entry(step)
+            elif more and (source / step.lstrip("/")).is_dir():
+                (self._tree / step.lstrip("/")).mkdir(parents=True, exist_ok=True)
+
+        done = resolve_under(source, path, record)
+        if done is None or not (source / done.lstrip("/")).exists():
+            return None
         local = source / done.lstrip("/")
         copy = self._tree / done.lstrip("/")
         if local.is_dir():
@@ -282,8 +264,8 @@ class RecordingHost(Host):
 
         ``path``'s parent must already be resolved (free of symlinks).
         """
-        assert self._inner.root is not None
-        local = self._inner.root / path.lstrip("/")
+        assert self.inner.root is not None
+        local = self.inner.root / path.lstrip("/")
         copy = self._tree / path.lstrip("/")
         if copy.exists() or copy.is_symlink():
             return
@@ -295,15 +277,11 @@ class RecordingHost(Host):
         elif local.exists():
             copy.write_bytes(b"")
 
-    # -- environment, commands, libraries ---------------------------------------------------
-    @property
-    def env(self) -> Mapping[str, str]:
-        return self._env
-
+    # -- commands and libraries (the environment is HostView's) -------------------------------
     def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
         entry: dict[str, Any] = {"argv": list(argv)}
         try:
-            result = self._inner.run(argv, timeout=timeout)
+            result = self.inner.run(argv, timeout=timeout)
         except TimeoutError as exc:
             self._keep(entry, error="timeout", message=str(exc))
             raise

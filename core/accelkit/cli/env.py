@@ -15,8 +15,7 @@ from fractions import Fraction
 from typing import Any, Optional, Union
 
 from . import EXIT_FAILED, EXIT_OK
-from ._common import host_from_args, print_json
-from .ls import override
+from ._common import add_override_option, host_from_args, print_json
 
 TYPE_OPTION = "accelerator_type"
 """``-r accelerator_type=H100`` asks for a type, like ``acquire(..., accelerator_type="H100")``."""
@@ -50,14 +49,7 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         help="request Q of resource RES (repeatable): GPU=0.5, neuron_cores=2, TPU=4, "
         "accelerator_type=H100",
     )
-    parser.add_argument(
-        "--override",
-        action="append",
-        default=[],
-        type=override,
-        metavar="RES=N",
-        help="treat the node as having N of resource RES (repeatable), as `accelkit ls` does",
-    )
+    add_override_option(parser, "as `accelkit ls` does")
     parser.add_argument(
         "--hide-others",
         action="store_true",

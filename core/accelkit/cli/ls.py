@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 from . import EXIT_OK
-from ._common import host_from_args, print_json
+from ._common import add_override_option, host_from_args, print_json
 
 if TYPE_CHECKING:
     from ..device import Device
@@ -33,15 +33,7 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         epilog="Exit status: 0, also when there is no accelerator; 2 on bad usage or input.",
     )
     parser.add_argument("--json", action="store_true", help="print the node as JSON")
-    parser.add_argument(
-        "--override",
-        action="append",
-        default=[],
-        type=override,
-        metavar="RES=N",
-        help="treat the node as having N of resource RES (repeatable; 0 removes it); wins over "
-        "ACCELKIT_OVERRIDE_RESOURCES",
-    )
+    add_override_option(parser, "0 removes it; wins over ACCELKIT_OVERRIDE_RESOURCES")
     parser.add_argument(
         "--label-prefix",
         default=None,
@@ -53,19 +45,6 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         "-v", "--verbose", action="store_true", help="also print informational diagnostics"
     )
     parser.set_defaults(run=run)
-
-
-def override(text: str) -> tuple[str, float]:
-    """``"GPU=2"`` -> ``("GPU", 2.0)``, for argparse (a bad one is a usage error)."""
-    name, sep, value = (part.strip() for part in text.partition("="))
-    try:
-        if not (sep and name):
-            raise ValueError
-        return name, float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not RES=N (for example GPU=2 or custom=0.5)"
-        ) from None
 
 
 def run(args: argparse.Namespace) -> int:

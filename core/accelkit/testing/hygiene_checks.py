@@ -10,33 +10,18 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
+from .audit import VENDOR_LIBRARIES
 from .catalog import check
 from .packaging_checks import entries_for
 from .subject import Subject
 
-HEAVY_MODULES = frozenset(
+HEAVY_MODULES = VENDOR_LIBRARIES | frozenset(
     {
-        "torch",
-        "jax",
-        "jaxlib",
-        "tensorflow",
         "numpy",
         "pandas",
-        "cupy",
-        "numba",
         "ray",
         "dask",
         "distributed",
-        "pynvml",
-        "amdsmi",
-        "pyrsmi",
-        "dpctl",
-        "acl",
-        "habana_frameworks",
-        "libtpu",
-        "torch_xla",
-        "torch_neuronx",
-        "torch_npu",
         "intel_extension_for_pytorch",
         "keras",
         "mindspore",
@@ -48,7 +33,6 @@ HEAVY_MODULES = frozenset(
         "pycuda",
         "pyopencl",
         "openvino",
-        "hlml",
         "neuronxcc",
         "libneuronxla",
         "pytest",

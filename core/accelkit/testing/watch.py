@@ -7,11 +7,10 @@ these wrappers shows exactly which names were asked for, and which functions wer
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from types import ModuleType
+from collections.abc import Iterator, Mapping
 from typing import Any, Optional
 
-from ..host import CommandResult, Host, ProbeFunction
+from ..host import Host, HostView, ProbeFunction
 
 __all__ = ["WatchedEnv", "WatchedHost"]
 
@@ -43,12 +42,11 @@ class WatchedEnv(Mapping[str, str]):
         return len(self._env)
 
 
-class WatchedHost(Host):
+class WatchedHost(HostView):
     """``host`` with its environment and its probes watched; everything is passed on unchanged."""
 
     def __init__(self, host: Host) -> None:
-        super().__init__(host.root)
-        self._host = host
+        super().__init__(host, host.env)
         self.watched_env = WatchedEnv(host.env)
         self.probes: list[tuple[ProbeFunction, tuple[Any, ...]]] = []
 
@@ -56,33 +54,6 @@ class WatchedHost(Host):
     def env(self) -> Mapping[str, str]:
         return self.watched_env
 
-    def read_text(self, path: str) -> Optional[str]:
-        return self._host.read_text(path)
-
-    def exists(self, path: str) -> bool:
-        return self._host.exists(path)
-
-    def is_dir(self, path: str) -> bool:
-        return self._host.is_dir(path)
-
-    def listdir(self, path: str) -> list[str]:
-        return self._host.listdir(path)
-
-    def readlink(self, path: str) -> Optional[str]:
-        return self._host.readlink(path)
-
-    def realpath(self, path: str) -> Optional[str]:
-        return self._host.realpath(path)
-
-    def glob(self, pattern: str) -> list[str]:
-        return self._host.glob(pattern)
-
-    def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
-        return self._host.run(argv, timeout=timeout)
-
-    def import_module(self, name: str) -> ModuleType:
-        return self._host.import_module(name)
-
     def probe(self, function: ProbeFunction, *args: Any, timeout: Optional[float] = None) -> Any:
         self.probes.append((function, args))
-        return self._host.probe(function, *args, timeout=timeout)
+        return super().probe(function, *args, timeout=timeout)
