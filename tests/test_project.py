@@ -1,4 +1,4 @@
-"""Standing rules of the project: plugin line budget, a cheap import, CI running the README."""
+"""Standing rules of the project: plugins as data sheets, a cheap import, CI running the README."""
 
 from __future__ import annotations
 
@@ -52,16 +52,55 @@ def test_code_line_counter_ignores_docstrings_comments_and_blanks() -> None:
     assert code_lines(source) == 4
 
 
-@pytest.mark.parametrize("vendor", BUILTINS)
-def test_each_builtin_plugin_stays_under_100_code_lines(vendor: str) -> None:
-    files = sorted((ROOT / "plugins" / vendor).rglob("*.py"))
+def plugin_sources(vendor: str) -> dict[Path, str]:
+    files = sorted(p for p in (ROOT / "plugins" / vendor).rglob("*.py") if "test" not in p.name)
     assert files, f"plugins/{vendor} has no module"
-    hidden = [f.name for f in files if re.search(r"#\s*fmt:\s*(skip|off)", f.read_text())]
+    return {f: f.read_text() for f in files}
+
+
+@pytest.mark.parametrize("vendor", BUILTINS)
+def test_each_builtin_plugin_stays_under_150_code_lines_without_formatter_escapes(
+    vendor: str,
+) -> None:
+    """DESIGN's Standards: a built-in reads as a data sheet, so size is capped but never bought
+    by compressing code (formatter escapes)."""
+    sources = plugin_sources(vendor)
+    hidden = [f.name for f, text in sources.items() if re.search(r"#\s*fmt:\s*(skip|off)", text)]
     assert not hidden, f"plugins/{vendor} hides code from the formatter in {hidden}"
-    total = sum(code_lines(f.read_text()) for f in files)
-    assert total < 100, (
-        f"plugins/{vendor} has {total} code lines; move shared mechanics to the core"
+    total = sum(code_lines(text) for text in sources.values())
+    assert total < 150, (
+        f"plugins/{vendor} has {total} code lines; move mechanics two families share to "
+        "accelkit.detect"
     )
+
+
+@pytest.mark.parametrize("vendor", BUILTINS)
+def test_every_builtin_function_is_documented_and_has_no_value_tricks(vendor: str) -> None:
+    undocumented: list[str] = []
+    tricks: list[str] = []
+    for path, text in plugin_sources(vendor).items():
+        for node in ast.walk(ast.parse(text)):
+            functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+            if isinstance(node, functions) and not ast.get_docstring(node):
+                undocumented.append(f"{path.name}:{node.lineno} {node.name}")
+            if isinstance(node, ast.Return) and isinstance(node.value, ast.BoolOp):
+                tricks.append(f"{path.name}:{node.lineno} return {ast.unparse(node.value)[:60]}")
+    assert not undocumented, f"plugins/{vendor}: functions without a docstring: {undocumented}"
+    assert not tricks, f"plugins/{vendor}: write the branch out instead of {tricks}"
+
+
+@pytest.mark.parametrize("vendor", BUILTINS)
+def test_every_builtin_has_one_layout_manager_class_first(vendor: str) -> None:
+    """One layout for all seven: constants, then the manager class, then its detection layers
+    (and helpers), then the hook."""
+    tree = ast.parse((ROOT / "plugins" / vendor / "__init__.py").read_text())
+    definitions = [n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))]
+    first = definitions[0]
+    assert isinstance(first, ast.ClassDef) and first.name.endswith("Manager"), (
+        f"plugins/{vendor}: the manager class comes first, not {first.name}"
+    )
+    last = definitions[-1]
+    assert last.name == "accelkit_register_managers", f"plugins/{vendor}: the hook comes last"
 
 
 def test_import_accelkit_loads_no_plugin_vendor_library_or_entry_point() -> None:

@@ -33,6 +33,7 @@ from .request import FamilyDevices, Inventory, resolve
 
 if TYPE_CHECKING:
     from .node import Node
+    from .registry import Registry
 
 __all__ = ["Allocator"]
 
@@ -223,7 +224,10 @@ class Allocator:
     """Grants devices and resources of one node to requests; thread-safe.
 
     Built from a :class:`~accelkit.Node` (detected, or rebuilt from JSON with no host). Every
-    family's quantity rule, placement rule and partition rule comes from its manager.
+    family's quantity rule, placement rule and partition rule comes from the policy the node
+    carries (``Node.policies``, the JSON's ``families``), so an allocator over JSON loads no
+    plugin; ``registry`` (None: the default one) serves only families whose policy is missing
+    or whose rules are plugin code.
     """
 
     __slots__ = (
@@ -240,9 +244,9 @@ class Allocator:
         "node",
     )
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, *, registry: Optional[Registry] = None) -> None:
         self.node = node
-        self._inventory = Inventory(node)
+        self._inventory = Inventory(node, registry=registry)
         self._pools: dict[str, list[_Pool]] = {
             resource: [_Pool(family) for family in families]
             for resource, families in self._inventory.families.items()

@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import Any, Callable, Optional
 
 from .device import Device
-from .diagnostics import note
+from .diagnostics import Level, note
 from .host import Host, ProbeError, ProbeFunction
 
 __all__ = [
@@ -144,7 +144,7 @@ def call_probe(
 
 
 def run_command(
-    host: Host, argv: Sequence[str], timeout: Optional[float] = None, failing: str = "warning"
+    host: Host, argv: Sequence[str], timeout: Optional[float] = None, failing: Level = "warning"
 ) -> Optional[str]:
     """A command's stdout when it exits 0; None (with a note) when missing, failing or hanging.
 

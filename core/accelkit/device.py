@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from ._json import check_keys
+
 __all__ = ["SOURCES", "Device"]
 
 SOURCES = ("library", "command", "sysfs", "devfs", "env", "override", "snapshot", "")
@@ -58,10 +60,6 @@ class Device:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Device:
         """Rebuild a device from :meth:`to_dict`; unknown keys are an error, not silently lost."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        if not isinstance(data, dict):
-            raise ValueError(f"a device is an object with keys among {sorted(known)}, not {data!r}")
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown Device fields {unknown}; known: {sorted(known)}")
-        return cls(**data)
+        known = [f.name for f in dataclasses.fields(cls)]
+        checked = check_keys(data, known, "a device", required=("id",))
+        return cls(**checked)

@@ -11,11 +11,14 @@ import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
-__all__ = ["LEVELS", "Diagnostic", "collecting", "note"]
+from ._json import check_keys
 
-LEVELS = ("info", "warning", "error")
+__all__ = ["LEVELS", "Diagnostic", "Level", "collecting", "note"]
+
+Level = Literal["info", "warning", "error"]
+LEVELS: tuple[Level, ...] = ("info", "warning", "error")
 
 
 @dataclass(frozen=True)
@@ -23,7 +26,7 @@ class Diagnostic:
     """One finding: the family it concerns, how serious it is, and what to do about it."""
 
     family: str
-    level: str
+    level: Level
     message: str
 
     def __post_init__(self) -> None:
@@ -38,8 +41,7 @@ class Diagnostic:
     def from_dict(cls, data: dict[str, Any]) -> Diagnostic:
         """Rebuild from :meth:`to_dict`; a malformed record is a ``ValueError`` saying why."""
         fields = ("family", "level", "message")
-        if not isinstance(data, dict) or sorted(data) != sorted(fields):
-            raise ValueError(f"a diagnostic is an object with keys {list(fields)}, got {data!r}")
+        check_keys(data, fields, "a diagnostic", required=fields)
         if not all(isinstance(data[f], str) for f in fields):
             raise ValueError(f"a diagnostic's {', '.join(fields)} are strings, got {data!r}")
         return cls(family=data["family"], level=data["level"], message=data["message"])
@@ -50,7 +52,7 @@ _sink: ContextVar[Optional[tuple[str, list[Diagnostic]]]] = ContextVar(
 )
 
 
-def note(message: str, level: str = "info") -> None:
+def note(message: str, level: Level = "info") -> None:
     """Record a finding for the family being detected; a no-op outside detection.
 
     A finding already recorded for the family (two detection layers that both find a vendor

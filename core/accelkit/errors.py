@@ -7,6 +7,7 @@ __all__ = [
     "ConfigurationError",
     "InvalidRequest",
     "PluginError",
+    "PluginWarning",
     "Unsatisfiable",
 ]
 
@@ -32,3 +33,7 @@ class ConfigurationError(AccelkitError, ValueError):
 
 class PluginError(AccelkitError, RuntimeError):
     """A plugin that the user required failed to load, or two plugins claim one family."""
+
+
+class PluginWarning(RuntimeWarning):
+    """A plugin failed to load or a hook call failed; the plugin (or its answer) was skipped."""

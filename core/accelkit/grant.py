@@ -7,27 +7,29 @@ knows a vendor's variables.
 
 from __future__ import annotations
 
-import inspect
 import os
 import warnings
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from . import registry
+from ._json import check_keys, check_version
 from .device import Device
-from .errors import PluginError
+from .errors import PluginError, PluginWarning
+from .settings import flag
 
 if TYPE_CHECKING:
     from .manager import AcceleratorManager
+    from .registry import Registry
 
-__all__ = ["NOSET_PREFIX", "Grant"]
+__all__ = ["NOSET_PREFIX", "SCHEMA_VERSION", "Grant"]
+
+SCHEMA_VERSION = 1
+"""Version of :meth:`Grant.to_dict`'s layout; readers refuse another rather than guess."""
 
 NOSET_PREFIX = "ACCELKIT_NOSET_"
 """``ACCELKIT_NOSET_<FAMILY>=1`` (e.g. ``ACCELKIT_NOSET_NVIDIA``) leaves that family's variables
 alone, for workers whose launcher already sets them."""
-
-_TRUE = ("1", "true", "yes", "on")
 
 
 def _writable(value: Optional[str]) -> bool:
@@ -139,6 +141,7 @@ class Grant:
         *,
         hide_others: bool = False,
         hooks: bool = True,
+        registry: Optional[Registry] = None,
     ) -> dict[str, Optional[str]]:
         """The variables to set in the worker's environment (None: unset that variable).
 
@@ -148,10 +151,13 @@ class Grant:
 
         ``base_env`` is the environment the worker inherits (default ``os.environ``: the
         caller's, which a scheduler's workers inherit). A family with
-        ``ACCELKIT_NOSET_<FAMILY>=1`` there is left alone, granted or hidden. A family whose
-        ``visibility_env`` takes ``total`` is told how many devices it has on the node (a TPU
+        ``ACCELKIT_NOSET_<FAMILY>=1`` there is left alone, granted or hidden. Each family's
+        ``visibility_env`` is told how many devices it has on the node (``total``: a TPU
         grant of every chip then unsets every TPU variable), unless ``base_env`` already
         narrows what the family sees: then the node is not the whole host.
+
+        The families' plugins come from ``registry`` (None: the default one); a family whose
+        plugin is not loaded is a :class:`~accelkit.PluginError` naming it.
 
         With ``hooks``, plugins' ``accelkit_worker_env`` hooks add advisory variables (the
         built-in ``hints`` plugin writes framework memory fractions for shared devices); one
@@ -159,15 +165,18 @@ class Grant:
         whitespace: a family's is a :class:`~accelkit.PluginError`, a hook's is left out with
         a warning.
         """
+        from .registry import resolve
+
+        plugins = resolve(registry)
         inherited: Mapping[str, str] = os.environ if base_env is None else base_env
         granted = self.ids_by_family()
         hidden = [f for f in self.families if f not in granted] if hide_others else []
         env: dict[str, Optional[str]] = {}
         # Hidden families first, so a granted family's variables win where two families share one.
         for family, ids in [*((f, []) for f in hidden), *granted.items()]:
-            if inherited.get(NOSET_PREFIX + family.upper(), "").strip().lower() in _TRUE:
+            if flag(inherited, NOSET_PREFIX + family.upper()):
                 continue
-            manager = registry.get_manager(family)
+            manager = _manager(plugins, family)
             written = _visibility_env(manager, ids, self._total(manager, family, inherited))
             spaced = {name: value for name, value in written.items() if not _writable(value)}
             if spaced:
@@ -175,10 +184,10 @@ class Grant:
                     f"the {family} plugin's visibility_env({ids!r}) writes whitespace: {spaced}"
                 )
             if family in granted:
-                self._warn_on_crossing(family, written, env)
+                self._warn_on_crossing(plugins, family, written, env)
             env.update(written)
         if hooks:
-            for name, value in registry.call_worker_env(self, env).items():
+            for name, value in plugins.worker_env(self, env).items():
                 if name in inherited:
                     continue
                 if _writable(value):
@@ -187,13 +196,17 @@ class Grant:
                     warnings.warn(
                         f"accelkit_worker_env gave {name}={value!r}, which has whitespace; "
                         "left out",
-                        registry.PluginWarning,
+                        PluginWarning,
                         stacklevel=2,
                     )
         return env
 
     def _warn_on_crossing(
-        self, family: str, written: Mapping[str, Optional[str]], env: Mapping[str, Optional[str]]
+        self,
+        plugins: Registry,
+        family: str,
+        written: Mapping[str, Optional[str]],
+        env: Mapping[str, Optional[str]],
     ) -> None:
         """Warn when a granted family writes another node family's primary variable.
 
@@ -204,7 +217,7 @@ class Grant:
         for other in self.families:
             if other == family:
                 continue
-            variable = registry.get_manager(other).visible_devices_env_var
+            variable = _manager(plugins, other).visible_devices_env_var
             if variable is None or variable not in written:
                 continue
             if variable in env and env[variable] == written[variable]:
@@ -214,7 +227,7 @@ class Grant:
                 f"the {family} grant writes {variable}={written[variable]!r}, the {other} "
                 f"family's own variable, which would otherwise be {otherwise}: {other} devices "
                 "on this node may become visible to the worker",
-                registry.PluginWarning,
+                PluginWarning,
                 stacklevel=3,
             )
 
@@ -234,6 +247,7 @@ class Grant:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready and lossless: :meth:`from_dict` gives an equal grant."""
         return {
+            "schema_version": SCHEMA_VERSION,
             "token": self.token,
             "resources": dict(self.resources),
             "devices": [{"device": d.to_dict(), "share": share} for d, share in self.devices],
@@ -243,26 +257,32 @@ class Grant:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Grant:
-        """Rebuild a grant from :meth:`to_dict` (e.g. state a scheduler persisted)."""
+        """Rebuild a grant from :meth:`to_dict` (e.g. state a scheduler persisted).
+
+        ``ValueError`` saying what is wrong for anything else: another schema version, unknown
+        or missing keys, values of the wrong kind.
+        """
+        checked = check_keys(data, _GRANT_KEYS, "a grant", required=_GRANT_KEYS)
+        check_version(checked, SCHEMA_VERSION, "grant")
+        token = checked["token"]
+        if isinstance(token, bool) or not isinstance(token, int):
+            raise ValueError(f"a grant's token must be a whole number, got {token!r}")
         try:
-            token = data["token"]
-            if isinstance(token, bool) or not isinstance(token, int):
-                raise ValueError(f"token must be an int, got {token!r}")
+            devices = []
+            for entry in checked["devices"]:
+                entry = check_keys(
+                    entry, ("device", "share"), "a granted device", required=("device", "share")
+                )
+                devices.append((Device.from_dict(dict(entry["device"])), float(entry["share"])))
             return cls(
                 token=token,
-                resources={str(k): float(v) for k, v in data["resources"].items()},
-                devices=[
-                    (Device.from_dict(dict(entry["device"])), float(entry["share"]))
-                    for entry in data["devices"]
-                ],
-                families=[str(f) for f in data.get("families", ())],
-                family_sizes={str(k): int(v) for k, v in data.get("family_sizes", {}).items()},
+                resources={str(k): float(v) for k, v in checked["resources"].items()},
+                devices=devices,
+                families=[str(f) for f in checked["families"]],
+                family_sizes={str(k): int(v) for k, v in checked["family_sizes"].items()},
             )
-        except (KeyError, TypeError, AttributeError) as error:
-            raise ValueError(
-                "not a grant dict (keys token, resources, devices, families, family_sizes): "
-                f"{error!r}"
-            ) from None
+        except (TypeError, AttributeError) as error:
+            raise ValueError(f"malformed grant: {type(error).__name__}: {error}") from None
 
     def _key(self) -> tuple[Any, ...]:
         return (
@@ -296,23 +316,28 @@ _SET_DEVICES = Grant.__dict__["devices"].__set__
 _SET_FAMILIES = Grant.__dict__["families"].__set__
 _SET_SIZES = Grant.__dict__["family_sizes"].__set__
 
-_TAKES_TOTAL: dict[Callable[..., Any], bool] = {}
-"""``visibility_env`` function -> whether it accepts ``total`` (the TPU plugin's does)."""
+_GRANT_KEYS = ("schema_version", "token", "resources", "devices", "families", "family_sizes")
+
+
+def _manager(plugins: Registry, family: str) -> AcceleratorManager:
+    """The family's manager; a missing plugin is a PluginError (a grant's env needs its code)."""
+    try:
+        return plugins.get_manager(family)
+    except KeyError as error:
+        raise PluginError(
+            f"the grant has {family} devices, and writing their environment needs the {family} "
+            f"plugin: {error.args[0]}"
+        ) from None
 
 
 def _visibility_env(
     manager: AcceleratorManager, ids: list[str], total: Optional[int]
 ) -> dict[str, Optional[str]]:
-    """``manager.visibility_env(ids)``, passing ``total`` to a manager that declares it."""
-    method = manager.visibility_env
-    function = getattr(method, "__func__", method)
-    takes = _TAKES_TOTAL.get(function)
-    if takes is None:
-        try:
-            takes = "total" in inspect.signature(method).parameters
-        except (TypeError, ValueError):
-            takes = False
-        _TAKES_TOTAL[function] = takes
-    if takes and total is not None:
-        return manager.visibility_env(ids, total=total)  # type: ignore[call-arg]
+    """``manager.visibility_env``, called as the contract version the manager declares.
+
+    Version 2 and later always receive ``total``; version 1 managers (written before it, or
+    declaring nothing) are called with ``ids`` only, as version 1 promised.
+    """
+    if manager.api_version >= 2:
+        return manager.visibility_env(ids, total=total)
     return manager.visibility_env(ids)

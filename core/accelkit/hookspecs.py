@@ -17,9 +17,13 @@ if TYPE_CHECKING:
     from .manager import AcceleratorManager
     from .node import Node
 
-__all__ = ["PROJECT", "hookimpl", "hookspec"]
+__all__ = ["ENTRY_POINT_GROUP", "PROJECT", "hookimpl", "hookspec"]
 
 PROJECT = "accelkit"
+"""pluggy's project name: what ``hookimpl`` marks."""
+
+ENTRY_POINT_GROUP = "accelkit"
+"""The entry-point group that declares plugins: ``[project.entry-points.accelkit]``."""
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
@@ -37,8 +41,9 @@ def accelkit_register_managers() -> Iterable[AcceleratorManager]:
 def accelkit_node_labels(node: Node) -> Optional[Mapping[str, str]]:
     """Return extra labels for a detected node (e.g. a site's rack or a driver version).
 
-    Keys are used as given; every implementation's labels are merged in plugin order, and a
-    key that an earlier source already set is kept from that source.
+    Keys are used as given; every implementation's labels are merged in pluggy's call order
+    (the last registered plugin first; ``tryfirst``/``trylast`` honoured), and a key that an
+    earlier source already set is kept from that source.
     """
 
 

@@ -12,9 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, Optional
 
 from .device import Device
-from .errors import InvalidRequest
-from .placement import LOWEST_FREE, Placement
-from .quantities import UNIT, to_units
+from .placement import LOWEST_FREE, PLACEMENTS, Placement
+from .policy import FamilyPolicy, check_quantity
 from .visibility import NOTHING_VISIBLE, join_ids, split_ids
 
 if TYPE_CHECKING:
@@ -26,8 +25,11 @@ __all__ = [
     "AcceleratorManager",
 ]
 
-API_VERSION = 1
-"""The contract version this accelkit implements; a manager declares the one it was written for."""
+API_VERSION = 2
+"""The contract version this accelkit implements; a manager declares the one it was written for.
+
+Version 2: ``visibility_env(ids, *, total=None)`` always receives ``total``. Managers declaring
+version 1 (or nothing) are called as version 1 was: ``visibility_env(ids)``."""
 
 ACCELERATOR_TYPE_PREFIX = "accelerator_type:"
 """Node resource ``accelerator_type:<label>`` = 1 for every type label a node has."""
@@ -50,8 +52,9 @@ class AcceleratorManager:
     resource_name: ClassVar[str]
     """The schedulable resource the devices count towards, e.g. ``"GPU"``."""
 
-    api_version: ClassVar[int] = API_VERSION
-    """The accelkit contract version the plugin was written against."""
+    api_version: ClassVar[int] = 1
+    """The accelkit contract version the plugin was written against; undeclared is 1, the
+    first. Declare ``api_version = accelkit.API_VERSION`` in a new plugin."""
 
     visible_devices_env_var: ClassVar[Optional[str]] = None
     """The primary visibility variable (``CUDA_VISIBLE_DEVICES``), for reading and for display."""
@@ -121,13 +124,16 @@ class AcceleratorManager:
             token.isdigit() and device.index is not None and int(token) == device.index
         )
 
-    def visibility_env(self, ids: Sequence[str]) -> dict[str, Optional[str]]:
+    def visibility_env(
+        self, ids: Sequence[str], *, total: Optional[int] = None
+    ) -> dict[str, Optional[str]]:
         """Variables that make a process see exactly ``ids`` (None: unset that variable).
 
-        An override may add a keyword parameter ``total: Optional[int] = None``: grants then
-        pass how many devices the family has on the host, when the worker would otherwise see
-        them all, so a grant of every device can be told from a part (the TPU plugin leaves
-        libtpu its whole-host defaults then). Overrides without it are called with ``ids`` only.
+        ``total`` is how many devices of the family the host has, when the worker would
+        otherwise see them all (None when unknown or when the worker's own environment already
+        narrows the family), so a grant of every device can be told from a part: the TPU plugin
+        leaves libtpu its whole-host defaults then. Since contract version 2 every call passes
+        it; a manager declaring ``api_version = 1`` is called with ``ids`` only.
         """
         if self.visible_devices_env_var is None:
             return {}
@@ -135,32 +141,37 @@ class AcceleratorManager:
 
     # -- quantities --------------------------------------------------------------------------
     def validate_quantity(self, quantity: object) -> int:
-        """Integer units (1e-4) for ``quantity`` devices, or raise :class:`InvalidRequest`."""
-        what = f"{self.resource_name} quantity"
-        units = to_units(quantity, what=what)
-        if units % UNIT:
-            if not self.fractional:
-                raise InvalidRequest(
-                    f"{what} {quantity!r} is fractional, but {self.name} devices are granted "
-                    f"whole: {self._allowed_text()}"
-                )
-            return units
-        if (
-            self.allowed_quantities is not None
-            and units
-            and units // UNIT not in self.allowed_quantities
-        ):
-            raise InvalidRequest(f"{what} {quantity!r} is not allowed: {self._allowed_text()}")
-        return units
+        """Integer units (1e-4) for ``quantity`` devices, or raise :class:`InvalidRequest`.
 
-    def _allowed_text(self) -> str:
-        whole = (
-            ", ".join(str(n) for n in self.allowed_quantities)
-            if self.allowed_quantities is not None
-            else "any whole number"
+        The default applies the declared rule (``fractional``, ``allowed_quantities``); a manager
+        that overrides it has a rule no node JSON can carry (see :meth:`policy`).
+        """
+        return check_quantity(
+            quantity,
+            family=self.name,
+            resource=self.resource_name,
+            fractional=self.fractional,
+            allowed=self.allowed_quantities,
         )
-        fraction = "a fraction below 1, or " if self.fractional else ""
-        return f"ask for {fraction}{whole}"
+
+    def policy(self) -> FamilyPolicy:
+        """The family's scheduling rules as data, for a node's JSON (``Node.to_dict``)."""
+        cls = type(self)
+        rules = []
+        if cls.validate_quantity is not AcceleratorManager.validate_quantity:
+            rules.append("validate_quantity")
+        if PLACEMENTS.get(self.placement.name) is not self.placement:
+            rules.append("placement")
+        return FamilyPolicy(
+            name=self.name,
+            resource_name=self.resource_name,
+            fractional=self.fractional,
+            allowed_quantities=self.allowed_quantities,
+            placement=self.placement if "placement" not in rules else PLACEMENTS["lowest-free"],
+            partitions_per_grant=self.partitions_per_grant,
+            visible_devices_env_var=self.visible_devices_env_var,
+            plugin_rules=tuple(rules),
+        )
 
     # -- naming ------------------------------------------------------------------------------
     def accelerator_type(self, devices: Sequence[Device]) -> Optional[str]:

@@ -1,94 +1,36 @@
-"""``Node``: what a machine offers, as schedulers consume it; :func:`detect_node` builds it.
+"""``Node``: what a machine offers, as schedulers consume it, and its JSON form.
 
-Detection runs every family's ``detect(host)`` on a view of the host whose environment holds only
-the variables that manager declares (``env_vars_read``; :class:`~accelkit.host.HostView`), the
-same view its ``read_visible``, ``labels`` and ``additional_resources`` get, so that live
-detection and a snapshot replay see the same. Then it applies, per family and in this order:
-
-1. **Partitions.** A device whose id is another device's ``parent`` (a MIG-enabled GPU listed
-   beside its instances) is dropped with a warning: a partition and its parent are never both
-   allocatable.
-2. **Exclusions.** ``ACCELKIT_EXCLUDE_DEVICES`` (``nvidia:GPU-…,nvidia:3``; tokens matched with
-   the manager's ``matches``, in the detected id space) removes devices, and the partitions of a
-   removed device, with an info diagnostic.
-3. **Visibility.** A family's visibility variable, when set, restricts what exists and supplies
-   the ids, in the variable's order: ``CUDA_VISIBLE_DEVICES=2,3,5`` on an 8-GPU node leaves three
-   devices with ids "2", "3", "5" (each keeps its detected facts; ``index`` becomes its position
-   in the variable, the ordinal the family's runtime will use). A token that names no detected
-   device (by id, UUID or index) still stands, with a warning, for one of the detected devices
-   no other token names, while there is one (Ray's rule, min(detected, listed)): so the same
-   variable on a node where only 3 GPUs are detected, numbered 0-2, also gives "2", "3", "5".
-   It carries only the facts those devices share; a partition granted whole (a MIG instance) is
-   never stood for. Tokens beyond that, and repeats, are dropped with a warning; a value that
-   makes nothing visible by accident (not ``""``/``NoDevFiles``) is a warning too. When the
-   family detected nothing, its tokens become logical
-   devices (source ``"env"``), unless another family already provides that resource: an AMD
-   node whose shell sets ``CUDA_VISIBLE_DEVICES`` is not also an NVIDIA node, and on a node with
-   no device at all only the first such family in registry order makes logical devices. A value
-   the manager cannot read (``read_visible`` raising ``ValueError``, or a token that could not be
-   written back as an id) is an error diagnostic and counts as *nothing visible*: the variable
-   exists to restrict, so a restriction we cannot read must not be widened into "everything".
-4. **Overrides** (``overrides=`` and ``ACCELKIT_OVERRIDE_RESOURCES``, a JSON object; both are
-   merged per resource and the argument wins). A device resource (one a manager owns) takes a
-   whole count: fewer than found keeps the first N (registry order across families), more adds
-   logical devices (source ``"override"``) to the first family that has devices, or to the
-   resource's default family (the first manager in registry order owning it), with the lowest free
-   integer ids; 0 removes the resource. Adding devices beyond what a set visibility variable
-   allows raises :class:`~accelkit.ConfigurationError` naming both. Any other resource is plain
-   capacity with no devices.
-
-Then resources (``<resource>`` = device count, ``accelerator_type:<label>`` = 1 per distinct
-type label, each manager's ``additional_resources``, plain-capacity overrides) and labels
-(``<prefix>accelerator-type``, ``<prefix><family>.count``, ``<prefix><family>.type``,
-``<prefix><family>.<key>`` for each manager label, then the ``accelkit_node_labels`` hook) are
-computed from what is left. A family whose ``detect`` raises or times out becomes an error
-diagnostic; the other families still answer. The same host always gives an equal node.
+A node is plain data: every family's devices, the node's resources and labels, why detection
+said so, and each family's declared scheduling policy. ``to_dict``/``from_dict`` are lossless,
+and the JSON carries the policies (``families``), so a scheduler on another machine can allocate
+over ``accelkit ls --json`` output without loading a plugin. :func:`accelkit.detect_node`
+(:mod:`accelkit.pipeline`) builds a node from a host.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
-from . import registry
+from ._json import check_keys, check_version
 from .device import Device
-from .diagnostics import Diagnostic, collecting, note
-from .errors import ConfigurationError, InvalidRequest
-from .host import Host, HostView, LocalHost
-from .manager import ACCELERATOR_TYPE_PREFIX, AcceleratorManager
-from .quantities import UNIT, from_units, to_units
-from .visibility import join_ids
+from .diagnostics import Diagnostic
+from .policy import FamilyPolicy
 
-__all__ = [
-    "CONFIG_ENV_VARS",
-    "DEFAULT_LABEL_PREFIX",
-    "EXCLUDE_ENV",
-    "NODE_FAMILY",
-    "OVERRIDE_ENV",
-    "SCHEMA_VERSION",
-    "Node",
-    "detect_node",
-]
+__all__ = ["SCHEMA_VERSION", "Node"]
 
 SCHEMA_VERSION = 1
 """Version of :meth:`Node.to_dict`'s layout; readers refuse a newer one rather than guess."""
 
-OVERRIDE_ENV = "ACCELKIT_OVERRIDE_RESOURCES"
-"""JSON object of resource -> count, read from the host's environment (``{"GPU": 2}``)."""
-
-EXCLUDE_ENV = "ACCELKIT_EXCLUDE_DEVICES"
-"""Comma list of ``family:token`` naming devices to leave out (``nvidia:GPU-…``)."""
-
-CONFIG_ENV_VARS = (OVERRIDE_ENV, EXCLUDE_ENV)
-"""The operator's variables :func:`detect_node` reads besides the managers' own."""
-
-DEFAULT_LABEL_PREFIX = "accelkit/"
-
-NODE_FAMILY = "accelkit"
-"""The ``family`` of diagnostics about the node's configuration rather than one family."""
+_NODE_KEYS = (
+    "schema_version",
+    "devices",
+    "resources",
+    "labels",
+    "diagnostics",
+    "detected",
+    "families",
+)
 
 
 @dataclass
@@ -104,6 +46,9 @@ class Node:
     overrides changed the node (families that found none are absent). A grant of every device
     the node offers is a grant of the whole host only when that is all the host has: TPU
     grants unset every variable then, and write a block's bounds otherwise."""
+    policies: dict[str, FamilyPolicy] = field(default_factory=dict)
+    """Each family's declared scheduling policy, by family (the JSON key ``families``): what an
+    ``Allocator`` needs to validate and place without the family's plugin."""
 
     def devices_of(self, family: str) -> list[Device]:
         """The devices of one family, in index order."""
@@ -122,6 +67,7 @@ class Node:
             "labels": dict(self.labels),
             "diagnostics": [d.to_dict() for d in self.diagnostics],
             "detected": dict(self.detected),
+            "families": {name: p.to_dict() for name, p in self.policies.items()},
         }
 
     @classmethod
@@ -129,596 +75,52 @@ class Node:
         """Rebuild a node from :meth:`to_dict` (e.g. ``accelkit ls --json`` output).
 
         Raises ``ValueError`` saying what is wrong for anything else: another schema version,
-        unknown keys (nothing is silently lost), or values of the wrong kind.
+        unknown keys (nothing is silently lost), or values of the wrong kind. ``families`` may be
+        absent (JSON from before it existed): an allocator then asks the plugins.
         """
-        if not isinstance(data, dict):
-            raise ValueError(
-                f"a node is a JSON object as Node.to_dict() writes it, not {data!r:.80}"
-            )
-        version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise ValueError(
-                f"node schema_version {version!r} is not supported; this accelkit reads "
-                f"{SCHEMA_VERSION}"
-            )
-        unknown = sorted(set(data) - set(_NODE_KEYS))
-        if unknown:
-            raise ValueError(f"unknown node keys {unknown}; known: {list(_NODE_KEYS)}")
+        data = dict(check_keys(data, _NODE_KEYS, "a node"))
+        check_version(data, SCHEMA_VERSION, "node")
+        families = _mapping(data.get("families", {}), "families")
         try:
             return cls(
-                devices=[Device.from_dict(d) for d in data.get("devices", [])],
-                resources={str(k): float(v) for k, v in data.get("resources", {}).items()},
-                labels={str(k): str(v) for k, v in data.get("labels", {}).items()},
-                diagnostics=[Diagnostic.from_dict(d) for d in data.get("diagnostics", [])],
-                detected={str(k): _count(v) for k, v in data.get("detected", {}).items()},
+                devices=[Device.from_dict(d) for d in _list(data.get("devices", []), "devices")],
+                resources={
+                    str(k): float(v)
+                    for k, v in _mapping(data.get("resources", {}), "resources").items()
+                },
+                labels={
+                    str(k): str(v) for k, v in _mapping(data.get("labels", {}), "labels").items()
+                },
+                diagnostics=[
+                    Diagnostic.from_dict(d)
+                    for d in _list(data.get("diagnostics", []), "diagnostics")
+                ],
+                detected={
+                    str(k): _count(v)
+                    for k, v in _mapping(data.get("detected", {}), "detected").items()
+                },
+                policies={
+                    str(name): FamilyPolicy.from_dict(str(name), policy)
+                    for name, policy in families.items()
+                },
             )
         except (TypeError, AttributeError) as exc:
             raise ValueError(f"malformed node: {type(exc).__name__}: {exc}") from None
 
 
-_NODE_KEYS = ("schema_version", "devices", "resources", "labels", "diagnostics", "detected")
+def _mapping(value: object, key: str) -> dict[Any, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"malformed node: {key} must be a JSON object, not {value!r:.80}")
+    return value
+
+
+def _list(value: object, key: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise ValueError(f"malformed node: {key} must be a JSON list, not {value!r:.80}")
+    return value
 
 
 def _count(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ValueError(f"malformed node: a detected count must be a whole number, not {value!r}")
     return value
-
-
-@dataclass(frozen=True)
-class _Override:
-    """One requested resource quantity and where it was asked for (for error messages)."""
-
-    units: int
-    source: str
-
-    @property
-    def count(self) -> int:
-        return self.units // UNIT
-
-
-@dataclass
-class _Family:
-    """A family's devices while :func:`detect_node` works on them."""
-
-    manager: AcceleratorManager
-    devices: list[Device]
-    restriction: Optional[str] = None
-    """``VAR='value'`` of the visibility variable that restricts the family, None when free."""
-
-
-def detect_node(
-    host: Optional[Host] = None,
-    overrides: Optional[Mapping[str, object]] = None,
-    *,
-    label_prefix: str = DEFAULT_LABEL_PREFIX,
-) -> Node:
-    """Detect every family's devices on ``host`` (this machine when None) and build the node.
-
-    ``overrides`` maps resource -> count and wins over ``ACCELKIT_OVERRIDE_RESOURCES`` for the
-    resources it names. Raises :class:`~accelkit.ConfigurationError` only for a configuration that
-    contradicts itself (a malformed override, or one beyond a visibility variable); detection
-    problems are diagnostics. See the module docstring for the rules, in order.
-    """
-    if host is None:
-        host = LocalHost()
-    env = host.env
-    wanted = _read_overrides(env, overrides)
-    managers = registry.managers()
-    diagnostics: list[Diagnostic] = []
-    exclusions = _read_exclusions(env, managers, diagnostics)
-
-    views: dict[str, Host] = {m.name: HostView(host, _declared(m)) for m in managers}
-    found: dict[str, list[Device]] = {}
-    for manager in managers:
-        with _noting(manager.name, diagnostics):
-            found[manager.name] = _detect(manager, views[manager.name])
-    # resources some family already provides: a visibility variable of another family of the
-    # same resource (CUDA_VISIBLE_DEVICES on an AMD node) creates no logical devices
-    provided = {m.resource_name for m in managers if found[m.name]}
-    families: list[_Family] = []
-    for manager in managers:
-        with _noting(manager.name, diagnostics):
-            try:
-                family = _settle(
-                    manager,
-                    found[manager.name],
-                    views[manager.name].env,
-                    exclusions.get(manager.name, []),
-                    provided,
-                )
-            except Exception as exc:  # a plugin's matches() or read_visible() is broken
-                note(f"visibility rules failed: {type(exc).__name__}: {exc}; no devices", "error")
-                family = _Family(manager, [], f"the {manager.name} visibility rules (failing)")
-        families.append(family)
-        if family.devices:
-            provided.add(manager.resource_name)
-
-    plain = _apply_overrides(families, wanted, diagnostics)
-    node = Node(
-        devices=[d for f in families for d in f.devices],
-        detected={name: len(devices) for name, devices in found.items() if devices},
-    )
-    node.resources = _resources(families, views, plain, diagnostics)
-    node.labels = _labels(families, views, label_prefix, diagnostics)
-    node.diagnostics = list(dict.fromkeys(diagnostics))  # each finding once, first place kept
-    _add_hook_labels(node)
-    return node
-
-
-def _declared(manager: AcceleratorManager) -> tuple[str, ...]:
-    """The variables a manager declares it reads: all that its host view shows."""
-    try:
-        names = tuple(manager.all_env_vars_read())
-    except Exception:  # a malformed declaration shows the manager no variable at all
-        return ()
-    return tuple(n for n in names if isinstance(n, str))
-
-
-@contextlib.contextmanager
-def _noting(family: str, sink: list[Diagnostic]) -> Iterator[None]:
-    """Collect :func:`note` calls made in the block for ``family`` into ``sink``."""
-    with collecting(family) as notes:
-        try:
-            yield
-        finally:
-            sink.extend(notes)
-
-
-# -- detection ---------------------------------------------------------------------------------
-def _detect(manager: AcceleratorManager, host: Host) -> list[Device]:
-    """The family's devices with family, resource and index filled; never raises."""
-    try:
-        result = manager.detect(host)
-    except TimeoutError as exc:
-        note(f"detection timed out: {exc}", "error")
-        return []
-    except Exception as exc:  # one broken family must not hide the others
-        note(f"detection failed: {type(exc).__name__}: {exc}", "error")
-        return []
-    if not isinstance(result, (list, tuple)) or not all(isinstance(d, Device) for d in result):
-        note(f"detect() returned {result!r:.200}, not a list of Device; ignoring it", "error")
-        return []
-    devices: list[Device] = []
-    for position, device in enumerate(result):
-        if any(d.id == device.id for d in devices):
-            note(f"device id {device.id!r} was detected twice; keeping the first", "warning")
-            continue
-        devices.append(
-            device.replace(
-                family=manager.name,
-                resource_name=manager.resource_name,
-                index=position if device.index is None else device.index,
-            )
-        )
-    return _drop_partitioned_parents(devices)
-
-
-def _drop_partitioned_parents(devices: list[Device]) -> list[Device]:
-    """Keep only the partitions of a device listed together with its partitions."""
-    parents = {d.parent for d in devices if d.parent}
-    for device in devices:
-        if device.id in parents:
-            count = sum(1 for d in devices if d.parent == device.id)
-            note(
-                f"device {device.id} was listed with its {count} partition(s); only the "
-                "partitions are allocatable, so the device itself is left out",
-                "warning",
-            )
-    return [d for d in devices if d.id not in parents]
-
-
-def _settle(
-    manager: AcceleratorManager,
-    detected: list[Device],
-    env: Mapping[str, str],
-    excluded_tokens: Sequence[str],
-    provided: set[str],
-) -> _Family:
-    """Apply exclusions and the visibility variable to one family's detected devices."""
-    family = _Family(manager, list(detected))
-    try:
-        tokens = manager.read_visible(env)
-        if tokens is not None:
-            join_ids(tokens)  # every token must be writable back as a device id
-    except ValueError as exc:
-        note(
-            f"cannot read {_visibility_text(manager, env)}: {exc}; treating it as nothing "
-            "visible (fix or unset the variable)",
-            "error",
-        )
-        tokens = []
-    else:
-        if tokens == [] and detected and not _says_nothing(manager, env):
-            note(
-                f"{_visibility_text(manager, env)} makes none of the {len(detected)} detected "
-                "device(s) visible",
-                "warning",
-            )
-    if tokens is not None:
-        family.restriction = _visibility_text(manager, env)
-    if not detected and tokens:
-        if manager.resource_name in provided:
-            note(
-                f"{family.restriction} is set but no {manager.name} device was detected, and "
-                f"another family provides {manager.resource_name}: creating no devices from it"
-            )
-            family.devices = []
-            return family
-        family.devices = _logical(manager, dict.fromkeys(tokens), "env")
-        note(
-            f"no device detected; {len(family.devices)} logical device(s) from {family.restriction}"
-        )
-    kept, excluded = _exclude(manager, family.devices, excluded_tokens)
-    if tokens is not None and detected:
-        kept = _restrict(manager, kept, excluded, tokens)
-    family.devices = kept
-    return family
-
-
-def _says_nothing(manager: AcceleratorManager, env: Mapping[str, str]) -> bool:
-    """Whether one of the family's variables holds a "nothing visible" sentinel on purpose."""
-    return any(
-        env[name].strip() in manager.nothing_visible
-        for name in manager.all_env_vars_read()
-        if name in env
-    )
-
-
-def _visibility_text(manager: AcceleratorManager, env: Mapping[str, str]) -> str:
-    """``VAR='value'`` for the family's visibility variables that are set, for messages."""
-    primary = manager.visible_devices_env_var
-    names = [primary] if primary and primary in env else list(manager.all_env_vars_read())
-    shown = [f"{n}={env[n]!r}" for n in names if n in env]
-    return " and ".join(shown) if shown else f"the {manager.name} visibility variable"
-
-
-def _logical(manager: AcceleratorManager, ids: Mapping[str, None], source: str) -> list[Device]:
-    """Devices that exist only by configuration (no detected facts)."""
-    return [
-        Device(
-            id=i,
-            index=n,
-            family=manager.name,
-            resource_name=manager.resource_name,
-            source=source,
-        )
-        for n, i in enumerate(ids)
-    ]
-
-
-def _find(manager: AcceleratorManager, token: str, devices: Sequence[Device]) -> Optional[Device]:
-    """The device a token names: an exact id first, then the manager's own matching."""
-    exact = next((d for d in devices if d.id == token), None)
-    return exact or next((d for d in devices if manager.matches(token, d)), None)
-
-
-def _exclude(
-    manager: AcceleratorManager, devices: list[Device], tokens: Sequence[str]
-) -> tuple[list[Device], list[Device]]:
-    """Split devices into (kept, excluded) by ``ACCELKIT_EXCLUDE_DEVICES`` tokens."""
-    gone: set[str] = set()
-    for token in tokens:
-        hits = {d.id for d in devices if d.id == token or d.parent == token}
-        match = _find(manager, token, devices)
-        if match is not None:
-            hits.add(match.id)
-        if not hits:
-            note(f"{EXCLUDE_ENV} names {manager.name}:{token}, which matches no device", "warning")
-        gone |= hits
-    gone |= {d.id for d in devices if d.parent in gone}
-    excluded = [d for d in devices if d.id in gone]
-    for device in excluded:
-        note(f"device {device.id} is excluded by {EXCLUDE_ENV}")
-    return [d for d in devices if d.id not in gone], excluded
-
-
-def _restrict(
-    manager: AcceleratorManager,
-    devices: list[Device],
-    excluded: list[Device],
-    tokens: Sequence[str],
-) -> list[Device]:
-    """The devices the visibility tokens name, renamed to the tokens, in the tokens' order.
-
-    A token names a detected device by id, UUID or index (the manager's ``matches``). A token
-    that names none still stands for one of the detected devices that no other token names, as
-    long as there is one left (Ray's rule: a node shows ``min(detected, listed)`` devices, with
-    the listed ids): ``CUDA_VISIBLE_DEVICES=2,3,5`` on a node where 3 GPUs are detected (a
-    container that numbers them 0-2) gives the 3 GPUs "2", "3", "5". Such a device carries only
-    the facts all those unnamed devices share. Tokens beyond the detected count are left out, and
-    a partition that is granted whole (a MIG instance) is never stood for this way.
-    """
-    var = _visibility_var(manager)
-    named: list[tuple[str, Optional[Device]]] = []
-    taken: set[str] = set()
-    unmatched: set[str] = set()
-    for token in tokens:
-        device = _find(manager, token, devices)
-        if device is None:
-            if _find(manager, token, excluded) is not None:
-                continue  # excluded on purpose: not a surprise worth a warning
-            if token in unmatched:
-                note(f"{var} names {token!r} more than once; keeping the first", "warning")
-                continue
-            unmatched.add(token)
-            named.append((token, None))
-        elif device.id in taken:
-            note(
-                f"{var} names device {device.id} more than once ({token!r}); keeping the first",
-                "warning",
-            )
-        else:
-            taken.add(device.id)
-            named.append((token, device))
-    # a partition (MIG instance) is named only by its own id: a stray index never stands for it,
-    # or a MIG-enabled GPU would be handed out by its parent's index
-    special = manager.partitions_per_grant is not None
-    spare = [d for d in devices if d.id not in taken and not (special and d.parent)]
-    shared = _shared_facts(spare)
-    room = len(spare)
-    visible: list[Device] = []
-    standing: list[str] = []
-    dropped: list[str] = []
-    for token, found in named:
-        if found is None:
-            if not room:
-                dropped.append(token)
-                continue
-            room -= 1
-            standing.append(token)
-            found = Device(
-                token, family=manager.name, resource_name=manager.resource_name, source="env"
-            ).replace(**shared)
-        visible.append(found.replace(id=token, index=len(visible)))
-    if standing:
-        note(
-            f"{var} names {_listed(standing)}, which match(es) no detected device by id, UUID or "
-            f"index; each stands for one of the {len(spare)} detected device(s) the variable "
-            "names no other way, with only the facts they share (check the variable, unless "
-            "this is a container that numbers its devices anew)",
-            "warning",
-        )
-    if dropped:
-        note(
-            f"{var} names {_listed(dropped)}, which match(es) no detected device, and every "
-            "detected device is already accounted for; leaving it out",
-            "warning",
-        )
-    return visible
-
-
-def _listed(tokens: Sequence[str]) -> str:
-    return ", ".join(repr(t) for t in tokens)
-
-
-_SHARED_FACTS = ("type_label", "model", "memory_bytes")
-"""Facts a device named only by a visibility token takes when every candidate agrees on them."""
-
-
-def _shared_facts(devices: Sequence[Device]) -> dict[str, Any]:
-    """The :data:`_SHARED_FACTS` that all ``devices`` have, with the same value."""
-    facts: dict[str, Any] = {}
-    for name in _SHARED_FACTS:
-        values = {getattr(d, name) for d in devices}
-        if len(values) == 1 and None not in values:
-            facts[name] = values.pop()
-    return facts
-
-
-def _visibility_var(manager: AcceleratorManager) -> str:
-    return manager.visible_devices_env_var or "the visibility variable"
-
-
-# -- configuration -----------------------------------------------------------------------------
-def _read_overrides(
-    env: Mapping[str, str], overrides: Optional[Mapping[str, object]]
-) -> dict[str, _Override]:
-    """Env overrides, then the argument's, per resource; malformed ones raise."""
-    merged: dict[str, _Override] = {}
-    raw = env.get(OVERRIDE_ENV, "")
-    if raw.strip():
-        try:
-            data = json.loads(raw)
-        except ValueError as exc:
-            raise ConfigurationError(
-                f'{OVERRIDE_ENV}={raw!r} is not JSON ({exc}); write an object such as {{"GPU": 2}}'
-            ) from None
-        if not isinstance(data, dict):
-            raise ConfigurationError(
-                f"{OVERRIDE_ENV}={raw!r} must be a JSON object of resource -> count, such as "
-                '{"GPU": 2}'
-            )
-        merged.update(_checked(data, OVERRIDE_ENV))
-    if overrides:
-        merged.update(_checked(overrides, "overrides"))
-    return merged
-
-
-def _checked(data: Mapping[Any, Any], source: str) -> dict[str, _Override]:
-    checked: dict[str, _Override] = {}
-    for resource, value in data.items():
-        if not isinstance(resource, str) or not resource.strip():
-            raise ConfigurationError(
-                f"{source}: resource names are non-empty strings, got {resource!r}"
-            )
-        try:
-            units = to_units(value, what=f"override {resource}={value!r} ({source})")
-        except InvalidRequest as exc:
-            raise ConfigurationError(str(exc)) from None
-        checked[resource] = _Override(units, f"{resource}={value!r} from {source}")
-    return checked
-
-
-def _read_exclusions(
-    env: Mapping[str, str], managers: Sequence[AcceleratorManager], sink: list[Diagnostic]
-) -> dict[str, list[str]]:
-    """``ACCELKIT_EXCLUDE_DEVICES`` as family -> tokens; malformed entries are warnings."""
-    known = [m.name for m in managers]
-    tokens: dict[str, list[str]] = {}
-    for entry in (e.strip() for e in env.get(EXCLUDE_ENV, "").split(",")):
-        if not entry:
-            continue
-        family, sep, token = (part.strip() for part in entry.partition(":"))
-        if not (sep and family and token):
-            message = (
-                f"{EXCLUDE_ENV} entry {entry!r} is not family:device "
-                "(e.g. nvidia:GPU-… or nvidia:3); ignoring it"
-            )
-        elif family not in known:
-            message = f"{EXCLUDE_ENV} entry {entry!r} names an unknown family; known: {known}"
-        else:
-            tokens.setdefault(family, []).append(token)
-            continue
-        sink.append(Diagnostic(NODE_FAMILY, "warning", message))
-    return tokens
-
-
-def _apply_overrides(
-    families: list[_Family], wanted: Mapping[str, _Override], sink: list[Diagnostic]
-) -> dict[str, _Override]:
-    """Resize device resources as overridden; return the plain-capacity overrides."""
-    plain: dict[str, _Override] = {}
-    for resource, override in wanted.items():
-        owners = [f for f in families if f.manager.resource_name == resource]
-        if not owners:
-            plain[resource] = override
-            continue
-        if override.units % UNIT:
-            raise ConfigurationError(
-                f"override {override.source}: {resource} is counted in whole devices; "
-                "use a whole number"
-            )
-        _resize(owners, override, sink)
-    return plain
-
-
-def _resize(owners: list[_Family], override: _Override, sink: list[Diagnostic]) -> None:
-    """Keep the first N devices of a resource across its families, or add logical ones."""
-    have = sum(len(f.devices) for f in owners)
-    target = override.count
-    if target <= have:
-        left = target
-        for family in owners:
-            keep = family.devices[:left]
-            if len(keep) < len(family.devices):
-                sink.append(
-                    Diagnostic(
-                        family.manager.name,
-                        "info",
-                        f"override {override.source} keeps {len(keep)} of "
-                        f"{len(family.devices)} device(s)",
-                    )
-                )
-            family.devices = keep
-            left -= len(keep)
-        return
-    family = next((f for f in owners if f.devices), owners[0])
-    if family.restriction is not None:
-        raise ConfigurationError(
-            f"override {override.source} asks for {target} {family.manager.resource_name} "
-            f"device(s), but {family.restriction} allows {len(family.devices)}: raise the "
-            "variable's list or lower the override"
-        )
-    used = {d.id for d in family.devices} | {str(d.index) for d in family.devices}
-    used |= {d.parent for d in family.devices if d.parent}
-    free = (str(n) for n in range(target + len(used) + 1) if str(n) not in used)
-    extra = [next(free) for _ in range(target - have)]
-    start = max((d.index or 0 for d in family.devices), default=-1) + 1
-    added = [
-        d.replace(index=start + n)
-        for n, d in enumerate(_logical(family.manager, dict.fromkeys(extra), "override"))
-    ]
-    family.devices = [*family.devices, *added]
-    sink.append(
-        Diagnostic(
-            family.manager.name,
-            "info",
-            f"override {override.source} adds {len(added)} logical device(s): {', '.join(extra)}",
-        )
-    )
-
-
-# -- resources and labels ----------------------------------------------------------------------
-def _resources(
-    families: list[_Family],
-    views: Mapping[str, Host],
-    plain: Mapping[str, _Override],
-    sink: list[Diagnostic],
-) -> dict[str, float]:
-    resources: dict[str, float] = {}
-    for family in families:
-        if family.devices:
-            name = family.manager.resource_name
-            resources[name] = resources.get(name, 0.0) + len(family.devices)
-    for family in families:
-        for device in family.devices:
-            if device.type_label:
-                resources[ACCELERATOR_TYPE_PREFIX + device.type_label] = 1.0
-    for family in families:
-        if not family.devices:
-            continue
-        with _noting(family.manager.name, sink):
-            manager, devices = family.manager, family.devices
-            host = views[manager.name]
-            extra = _guarded(
-                "additional_resources", {}, manager.additional_resources, devices, host
-            )
-            for key, value in extra.items():
-                _add_resource(resources, key, value)
-    for resource, override in plain.items():
-        if override.units:
-            resources[resource] = from_units(override.units)
-        else:
-            resources.pop(resource, None)
-    return resources
-
-
-def _add_resource(resources: dict[str, float], key: object, value: object) -> None:
-    """One manager-provided resource, checked; a bad or clashing one is a warning."""
-    if not isinstance(key, str) or not key:
-        note(f"additional resource name {key!r} is not a string; ignoring it", "warning")
-        return
-    if key in resources:
-        note(f"additional resource {key!r} is already set; keeping {resources[key]}", "warning")
-        return
-    try:
-        resources[key] = from_units(to_units(value, what=f"additional resource {key!r}"))
-    except InvalidRequest as exc:
-        note(f"{exc}; ignoring it", "warning")
-
-
-def _labels(
-    families: list[_Family], views: Mapping[str, Host], prefix: str, sink: list[Diagnostic]
-) -> dict[str, str]:
-    labels: dict[str, str] = {}
-    for family in families:
-        if not family.devices:
-            continue
-        manager, devices = family.manager, family.devices
-        with _noting(manager.name, sink):
-            kind = _guarded("accelerator_type", None, manager.accelerator_type, devices)
-            if kind:
-                labels.setdefault(f"{prefix}accelerator-type", str(kind))
-            labels[f"{prefix}{manager.name}.count"] = str(len(devices))
-            if kind:
-                labels[f"{prefix}{manager.name}.type"] = str(kind)
-            extra = _guarded("labels", {}, manager.labels, devices, views[manager.name])
-            for key, value in extra.items():
-                labels[f"{prefix}{manager.name}.{key}"] = str(value)
-    return labels
-
-
-def _guarded(what: str, fallback: Any, method: Callable[..., Any], *args: Any) -> Any:
-    """A manager's naming method; a raise becomes an error note and ``fallback``."""
-    try:
-        return method(*args)
-    except Exception as exc:
-        note(f"{what}() failed: {type(exc).__name__}: {exc}", "error")
-        return fallback
-
-
-def _add_hook_labels(node: Node) -> None:
-    """Labels from plugins' ``accelkit_node_labels``; a key already set keeps its value."""
-    for key, value in registry.call_node_labels(node).items():
-        node.labels.setdefault(key, value)

@@ -13,7 +13,7 @@ from typing import Optional
 
 from .device import Device
 
-__all__ = ["ALIGNED_BLOCKS", "CONTIGUOUS", "LOWEST_FREE", "Placement"]
+__all__ = ["ALIGNED_BLOCKS", "CONTIGUOUS", "LOWEST_FREE", "PLACEMENTS", "Placement"]
 
 
 class Placement:
@@ -100,3 +100,8 @@ def _lowest_run(free: int, count: int, starts: int) -> Optional[int]:
 LOWEST_FREE = Placement()
 ALIGNED_BLOCKS = AlignedBlocks()
 CONTIGUOUS = Contiguous()
+
+PLACEMENTS: dict[str, Placement] = {
+    rule.name: rule for rule in (LOWEST_FREE, ALIGNED_BLOCKS, CONTIGUOUS)
+}
+"""The rules a node's JSON may name: an allocator over JSON places with them and no plugin."""

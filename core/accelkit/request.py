@@ -14,27 +14,47 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Protocol
 
-from . import registry
 from .device import Device
 from .errors import ConfigurationError, InvalidRequest, Unsatisfiable
-from .manager import ACCELERATOR_TYPE_PREFIX, AcceleratorManager
+from .manager import ACCELERATOR_TYPE_PREFIX
+from .placement import Placement
 from .quantities import UNIT, from_units, to_units
 
 if TYPE_CHECKING:
+    from .manager import AcceleratorManager
     from .node import Node
+    from .registry import Registry
 
 __all__ = [
     "TYPE_KEY",
     "TYPE_REQUEST_UNITS",
     "FamilyDevices",
+    "FamilyRule",
     "Inventory",
     "validate_request",
 ]
 
 TYPE_REQUEST_UNITS = 10
 """What a type request takes of ``accelerator_type:<label>``: 0.001, as Ray asks."""
+
+
+class FamilyRule(Protocol):
+    """What allocation needs of a family: a :class:`~accelkit.policy.FamilyPolicy` (from a
+    node's JSON, no plugin loaded) or the family's :class:`~accelkit.AcceleratorManager`."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def placement(self) -> Placement: ...
+
+    @property
+    def partitions_per_grant(self) -> Optional[int]: ...
+
+    def validate_quantity(self, quantity: object) -> int: ...
+
 
 TYPE_KEY = "accelerator_type"
 """``{"GPU": 1, "accelerator_type": "H100"}`` is the keyword form ``accelerator_type="H100"``
@@ -46,6 +66,7 @@ def validate_request(
     node: Optional[Node] = None,
     *,
     accelerator_type: Optional[str] = None,
+    registry: Optional[Registry] = None,
 ) -> dict[str, int]:
     """The request in integer units (1e-4) by resource, or raise :class:`InvalidRequest`.
 
@@ -54,16 +75,18 @@ def validate_request(
     like writing that key yourself, and lands the request's devices on that type only. Without
     a node, a resource no family owns is a custom resource and only the fixed-point rule applies.
     With a node, a resource the node lacks, a type it lacks, or more than it could ever hold
-    raises :class:`Unsatisfiable` (an ``InvalidRequest``) naming what the node has.
+    raises :class:`Unsatisfiable` (an ``InvalidRequest``) naming what the node has. ``registry``
+    supplies the families' rules (None: the default one), where the node does not carry them.
     """
-    inventory = None if node is None else Inventory(node)
-    return resolve(request, accelerator_type, inventory)[0]
+    inventory = None if node is None else Inventory(node, registry=registry)
+    return resolve(request, accelerator_type, inventory, registry)[0]
 
 
 def resolve(
     request: Mapping[str, object],
     accelerator_type: Optional[str],
     inventory: Optional[Inventory],
+    registry: Optional[Registry] = None,
 ) -> tuple[dict[str, int], Optional[str]]:
     """:func:`validate_request`'s work: the units and the type label that constrains devices."""
     if not isinstance(request, Mapping):
@@ -77,7 +100,7 @@ def resolve(
             accelerator_type = _type_entry(value, accelerator_type)
             continue
         _check_name(name)
-        amount = _quantity(name, value, inventory)
+        amount = _quantity(name, value, inventory, registry)
         if not amount:
             continue
         if name.startswith(ACCELERATOR_TYPE_PREFIX):
@@ -131,7 +154,9 @@ def _one_label(current: Optional[str], label: str) -> str:
     return label
 
 
-def _quantity(name: str, value: object, inventory: Optional[Inventory]) -> int:
+def _quantity(
+    name: str, value: object, inventory: Optional[Inventory], registry: Optional[Registry]
+) -> int:
     """Units of ``value`` by the fixed-point rule and the rule of the families owning ``name``."""
     units = to_units(value, what=f"{name} quantity")
     if not units:
@@ -146,9 +171,11 @@ def _quantity(name: str, value: object, inventory: Optional[Inventory]) -> int:
                     f"this node has no resource {name!r}; it has {sorted(inventory.resources)}"
                 )
             return units
-        owners: Sequence[AcceleratorManager] = [f.manager for f in families]
+        owners: Sequence[FamilyRule] = [f.manager for f in families]
     else:
-        owners = [m for m in registry.managers() if m.resource_name == name]
+        from .registry import resolve as resolve_registry
+
+        owners = [m for m in resolve_registry(registry).managers() if m.resource_name == name]
     first_error: Optional[InvalidRequest] = None
     for manager in owners:
         try:
@@ -169,7 +196,7 @@ class FamilyDevices:
 
     __slots__ = ("all_keys", "devices", "keys", "label_keys", "manager", "whole_keys")
 
-    def __init__(self, manager: AcceleratorManager, devices: Sequence[Device]) -> None:
+    def __init__(self, manager: FamilyRule, devices: Sequence[Device]) -> None:
         self.manager = manager
         self.devices = tuple(devices)
         self.keys = tuple(manager.placement.keys(self.devices))
@@ -220,20 +247,24 @@ class Inventory:
     """What a node could ever offer: device resources by family, and plain capacities.
 
     Built once per node by the allocator (and per call by :func:`validate_request`). A device
-    that is another device's ``parent`` is not allocatable: its partitions are.
+    that is another device's ``parent`` is not allocatable: its partitions are. Each family's
+    rules come from the node's declared policies, so a node rebuilt from JSON needs no plugin;
+    only a family without a policy there, or with rules in plugin code (``plugin_rules``), is
+    looked up in ``registry`` (None: the default one).
     """
 
     __slots__ = ("capacity", "families", "labels", "resources")
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, registry: Optional[Registry] = None) -> None:
+        rules = _Rules(node, registry)
         grouped: dict[str, dict[str, list[Device]]] = {}
-        for device in _allocatable(node.devices):
+        for device in _allocatable(node.devices, rules):
             grouped.setdefault(device.resource_name, {}).setdefault(device.family, []).append(
                 device
             )
         self.families: dict[str, list[FamilyDevices]] = {
             resource: [
-                FamilyDevices(_manager(family), _in_index_order(devices))
+                FamilyDevices(rules.of(family), _in_index_order(devices))
                 for family, devices in by_family.items()
             ]
             for resource, by_family in grouped.items()
@@ -324,7 +355,7 @@ class Inventory:
         return f"{asked} can never fit on this node: " + "; ".join(reasons)
 
 
-def _allocatable(devices: Sequence[Device]) -> list[Device]:
+def _allocatable(devices: Sequence[Device], rules: _Rules) -> list[Device]:
     """Devices with family and resource filled in, parents of partitions left out."""
     parents = {(d.family, d.parent) for d in devices if d.parent is not None}
     usable: list[Device] = []
@@ -337,7 +368,7 @@ def _allocatable(devices: Sequence[Device]) -> list[Device]:
         if (device.family, device.id) in parents:
             continue
         if not device.resource_name:
-            device = device.replace(resource_name=_manager(device.family).resource_name)
+            device = device.replace(resource_name=rules.resource_name(device.family))
         usable.append(device)
     return usable
 
@@ -351,13 +382,40 @@ def _in_index_order(devices: list[Device]) -> list[Device]:
     return [devices[i] for i in order]
 
 
-def _manager(family: str) -> AcceleratorManager:
-    try:
-        return registry.get_manager(family)
-    except KeyError as error:
-        raise ConfigurationError(
-            f"the node has {family} devices but no {family} plugin is loaded: {error.args[0]}"
-        ) from None
+class _Rules:
+    """Each family's rule for one node: its declared policy, else its plugin's manager."""
+
+    def __init__(self, node: Node, registry: Optional[Registry]) -> None:
+        self.policies = node.policies
+        self.registry = registry
+
+    def of(self, family: str) -> FamilyRule:
+        policy = self.policies.get(family)
+        if policy is not None and not policy.plugin_rules:
+            return policy
+        return self._manager(family, policy is not None)
+
+    def resource_name(self, family: str) -> str:
+        policy = self.policies.get(family)
+        if policy is not None:
+            return policy.resource_name
+        return self._manager(family, False).resource_name
+
+    def _manager(self, family: str, has_policy: bool) -> AcceleratorManager:
+        from .registry import resolve as resolve_registry
+
+        why = (
+            f"its {family} rules are in plugin code (plugin_rules)"
+            if has_policy
+            else f"the node does not carry the {family} policy (families)"
+        )
+        try:
+            return resolve_registry(self.registry).get_manager(family)
+        except KeyError as error:
+            raise ConfigurationError(
+                f"the node has {family} devices and {why}, but no {family} plugin is loaded: "
+                f"{error.args[0]}"
+            ) from None
 
 
 def _capacity_units(name: str, value: float) -> int:

@@ -49,7 +49,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Optional, Union
 
-from . import __version__, registry
+from . import registry
+from ._version import VERSION as ACCELKIT_VERSION
 from .host import (
     MAX_READ_BYTES,
     CommandResult,
@@ -61,7 +62,7 @@ from .host import (
     ProbeFunction,
     resolve_under,
 )
-from .node import CONFIG_ENV_VARS, detect_node
+from .pipeline import CONFIG_ENV_VARS, detect_node
 
 __all__ = ["FORMAT", "VERSION", "RecordingHost", "load_snapshot", "record_snapshot"]
 
@@ -144,7 +145,7 @@ def record_snapshot(
         "version": VERSION,
         "env": env,
         "commands": commands,
-        "recorded_by": f"accelkit {__version__}",
+        "recorded_by": f"accelkit {ACCELKIT_VERSION}",
         "redacted": redact,
     }
     (base / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")

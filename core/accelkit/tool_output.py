@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from .detection import parse_json, run_command
-from .diagnostics import note
+from .diagnostics import Level, note
 from .gpu_facts import json_records
 from .host import Host
 
@@ -28,7 +28,7 @@ def first_json(host: Host, *commands: Sequence[str]) -> Any:
     tool rejecting a newer flag is expected), the last one's failure is a warning.
     """
     for number, argv in enumerate(commands, 1):
-        failing = "warning" if number == len(commands) else "info"
+        failing: Level = "warning" if number == len(commands) else "info"
         data = parse_json(run_command(host, argv, failing=failing), f"`{' '.join(argv)}` output")
         if data is not None:
             return data

@@ -48,6 +48,7 @@ AMD_SMI_STATIC = ("amd-smi", "static", "--asic", "--vram", "--json")
 class AmdManager(AcceleratorManager):
     name = "amd"
     resource_name = "GPU"
+    api_version = 2
     visible_devices_env_var = "ROCR_VISIBLE_DEVICES"
     env_vars_read = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
     framework_device = "cuda"
@@ -61,9 +62,11 @@ class AmdManager(AcceleratorManager):
             return hip if rocr is None else rocr
         return relative_ids(rocr, hip)
 
-    def visibility_env(self, ids: Sequence[str]) -> dict[str, Optional[str]]:
+    def visibility_env(
+        self, ids: Sequence[str], *, total: Optional[int] = None
+    ) -> dict[str, Optional[str]]:
         unset = {"HIP_VISIBLE_DEVICES": None, "CUDA_VISIBLE_DEVICES": None}
-        return {**super().visibility_env(ids), **unset}
+        return {**super().visibility_env(ids, total=total), **unset}
 
     def detect(self, host: Host) -> list[Device]:
         layers = (("library", from_amdsmi), ("command", from_amd_smi))

@@ -109,6 +109,7 @@ class AscendManager(AcceleratorManager):
 
     name = "ascend"
     resource_name = "NPU"
+    api_version = 2
     visible_devices_env_var = RUNTIME_VAR
     env_vars_read = (RUNTIME_VAR, "ASCEND_VISIBLE_DEVICES")
     framework_device = "npu"

@@ -105,6 +105,7 @@ class GaudiManager(AcceleratorManager):
 
     name = "gaudi"
     resource_name = "HPU"
+    api_version = 2
     visible_devices_env_var = "HABANA_VISIBLE_MODULES"
     env_vars_read = ("HABANA_VISIBLE_MODULES", "HABANA_VISIBLE_DEVICES")
     fractional = False

@@ -59,6 +59,7 @@ Roots = list[Optional[Device]]  # a card's root devices; None for an integrated 
 class IntelManager(AcceleratorManager):
     name = "intel"
     resource_name = "GPU"
+    api_version = 2
     visible_devices_env_var = "ONEAPI_DEVICE_SELECTOR"
     env_vars_read = ("ONEAPI_DEVICE_SELECTOR", "ZE_AFFINITY_MASK", "ZE_FLAT_DEVICE_HIERARCHY")
     framework_device = "xpu"
@@ -71,7 +72,9 @@ class IntelManager(AcceleratorManager):
             return selected if mask is None else mask
         return relative_ids(mask, selected)
 
-    def visibility_env(self, ids: Sequence[str]) -> dict[str, Optional[str]]:
+    def visibility_env(
+        self, ids: Sequence[str], *, total: Optional[int] = None
+    ) -> dict[str, Optional[str]]:
         """An empty device list is not a selector SYCL parses: hiding all discards Level Zero."""
         selector = f"level_zero:{join_ids(ids)}" if ids else "!level_zero:*"
         return {"ONEAPI_DEVICE_SELECTOR": selector, "ZE_AFFINITY_MASK": None}

@@ -43,6 +43,7 @@ class _Chip(NamedTuple):
 class NeuronManager(AcceleratorManager):
     name = "neuron"
     resource_name = "neuron_cores"
+    api_version = 2
     visible_devices_env_var = VISIBLE
     env_vars_read = (VISIBLE, NUM_CORES, LNC)
     fractional = False
@@ -54,7 +55,9 @@ class NeuronManager(AcceleratorManager):
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
         return parse_ranges(env[VISIBLE], self.nothing_visible) if VISIBLE in env else None
 
-    def visibility_env(self, ids: Sequence[str]) -> dict[str, Optional[str]]:
+    def visibility_env(
+        self, ids: Sequence[str], *, total: Optional[int] = None
+    ) -> dict[str, Optional[str]]:
         value = format_ranges(ids)
         if "," in value:
             raise ValueError(

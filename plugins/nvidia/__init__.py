@@ -44,6 +44,7 @@ MIG_CAPS = "/proc/driver/nvidia/capabilities"
 class NvidiaManager(AcceleratorManager):
     name = "nvidia"
     resource_name = "GPU"
+    api_version = 2
     visible_devices_env_var = "CUDA_VISIBLE_DEVICES"
     env_vars_read = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES")
     framework_device = "cuda"
@@ -59,8 +60,10 @@ class NvidiaManager(AcceleratorManager):
             return device.parent is None and device.index == int(token)
         return token == device.id or (len(token) > 4 and (device.uuid or "").startswith(token))
 
-    def visibility_env(self, ids: Sequence[str]) -> dict[str, Optional[str]]:
-        return {**super().visibility_env(ids), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    def visibility_env(
+        self, ids: Sequence[str], *, total: Optional[int] = None
+    ) -> dict[str, Optional[str]]:
+        return {**super().visibility_env(ids, total=total), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
     def detect(self, host: Host) -> list[Device]:
         layers = (("library", from_nvml), ("command", from_nvidia_smi), ("sysfs", from_proc))

@@ -44,6 +44,7 @@ Env = dict[str, Optional[str]]
 class TpuManager(AcceleratorManager):
     name = "tpu"
     resource_name = "TPU"
+    api_version = 2
     visible_devices_env_var = VISIBLE
     env_vars_read = (VISIBLE, *CHIP_BOUNDS, *HOST_BOUNDS, *POD_VARS)
     fractional = False
@@ -52,7 +53,7 @@ class TpuManager(AcceleratorManager):
     framework_device = "xla"
     collective_backend = "xla"
 
-    def visibility_env(self, ids: Sequence[str], total: Optional[int] = None) -> Env:
+    def visibility_env(self, ids: Sequence[str], *, total: Optional[int] = None) -> Env:
         """Bounds for a block of 1, 2 or 4 chips; every variable unset for the whole host.
 
         ``total`` is the number of chips on the node, when the caller knows it: every chip of a

@@ -4,24 +4,29 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from accelkit import registry
 from accelkit.manager import AcceleratorManager
-from core_fakes import AcmeManager, MakeManagers, RivalManager, WidgetManager
+from core_fakes import AcmeManager, MakeManagers, Provides, RivalManager, WidgetManager
 
 
 @pytest.fixture
-def use_managers(monkeypatch: pytest.MonkeyPatch) -> MakeManagers:
-    """Make node detection see exactly the given managers (registry order as given)."""
+def use_managers() -> Iterator[MakeManagers]:
+    """Make node detection see exactly the given managers (registry order as given): the
+    default registry becomes one of these managers only, and is restored after the test."""
+    restore: list[Optional[registry.Registry]] = []
 
     def install(*managers: AcceleratorManager) -> list[AcceleratorManager]:
         found = list(managers)
-        monkeypatch.setattr(registry, "managers", lambda: list(found))
-        monkeypatch.setattr(registry, "call_node_labels", lambda node: {})
+        previous = registry.set_default(registry.Registry([Provides(found)], autoload=False))
+        restore.append(previous)
         return found
 
-    return install
+    yield install
+    if restore:
+        registry.set_default(restore[0])
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Callable, Optional
 
+from accelkit import hookimpl
 from accelkit.detection import detect_layers, parse_csv, read_int, read_value, run_command
 from accelkit.device import Device
 from accelkit.host import FakeHost, Host
@@ -152,3 +153,15 @@ def static_manager(
 
 MakeManagers = Callable[..., list[AcceleratorManager]]
 """The ``use_managers`` fixture: install managers as the registry's, in the order given."""
+
+
+class Provides:
+    """A plugin object that provides the given managers, in order."""
+
+    def __init__(self, managers: list[AcceleratorManager]) -> None:
+        self.managers = managers
+        self.__name__ = "test-managers"
+
+    @hookimpl
+    def accelkit_register_managers(self) -> list[AcceleratorManager]:
+        return self.managers

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from accelkit import registry
 from accelkit.host import FakeHost
-from accelkit.node import Node, detect_node
+from accelkit.node import Node
+from accelkit.pipeline import detect_node
 from accelkit.snapshot import load_snapshot, record_snapshot
 
 

@@ -1,5 +1,11 @@
 """The core's layering (STYLE.md): each module imports only from its own layer or below, and
-no imports run in a circle. Imports under ``if TYPE_CHECKING:`` are annotations, not imports."""
+no imports run in a circle.
+
+Imports under ``if TYPE_CHECKING:`` are checked too: each must name a module that exists, and may
+not reach above the importing module's layer except for the record types the hook contract
+passes to plugins (``Node``, ``Grant``), which the hook machinery below them must name in its
+signatures: ``Grant.env`` calls the plugins' hooks and the hooks receive the grant, so that
+one edge is a type, never an import. Every name in :data:`LAYERS` must be a real module."""
 
 from __future__ import annotations
 
@@ -11,17 +17,24 @@ import pytest
 CORE = Path(__file__).resolve().parents[2] / "core" / "accelkit"
 
 LAYERS = {
-    # 0: plain data, text rules and which importlib.metadata to read, importing nothing above
+    # 0: plain data, text rules, switches, JSON keys, lazy exports, the version, and which
+    # importlib.metadata to read, importing nothing above
     "errors": 0,
     "device": 0,
     "diagnostics": 0,
     "visibility": 0,
     "metadata": 0,
+    "settings": 0,
+    "_json": 0,
+    "_lazy": 0,
+    "_version": 0,
     # 1: the machine and the numbers
     "host": 1,
     "quantities": 1,
     "placement": 1,
-    # 2: the contract and the shared detection helpers: all a plugin imports
+    # 2: the contract, the node record and the shared detection helpers: all a plugin imports
+    "policy": 2,
+    "node": 2,
     "manager": 2,
     "detection": 2,
     "devfiles": 2,
@@ -36,24 +49,20 @@ LAYERS = {
     "testing": 3,
     # 4: discovery
     "registry": 4,
-    # 5: what a node is and what a grant is
-    "node": 5,
+    # 5: detecting a node, and what a grant is
+    "pipeline": 5,
     "grant": 5,
     "runtime": 5,
     "request": 5,
     "snapshot": 5,
-    # 6: allocation and export formats
+    # 6: allocation
     "allocator": 6,
-    "exports": 6,
-    "scaling": 6,
     # 7: faces
     "cli": 7,
-    "pool": 7,
-    "integrations": 7,
     "__init__": 7,
 }
-PACKAGE_CONSTANTS = {"__version__"}
-"""Names the package ``__init__`` defines itself (not lazily): importing them is no layer."""
+HOOK_RECORDS = {"node", "grant"}
+"""The records the hook contract passes to plugins: type-only imports of them may reach up."""
 
 
 def module_name(path: Path) -> str:
@@ -81,15 +90,27 @@ def runtime_nodes(tree: ast.AST) -> list[ast.AST]:
     return found
 
 
-def imports(path: Path) -> set[str]:
-    """The accelkit modules ``path`` imports at run time, as names relative to the package."""
+def type_only_nodes(tree: ast.AST) -> list[ast.AST]:
+    """The nodes under ``if TYPE_CHECKING:``."""
+    found: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                found.extend(ast.walk(child))
+    return found
+
+
+def imports(path: Path, type_only: bool = False) -> set[str]:
+    """The accelkit modules ``path`` imports at run time (or, with ``type_only``, under
+    ``if TYPE_CHECKING:``), as names relative to the package."""
     here = module_name(path)
     if path.name == "__init__.py":
         package = [] if here == "__init__" else here.split(".")
     else:
         package = here.split(".")[:-1]
     found: set[str] = set()
-    for node in runtime_nodes(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    for node in type_only_nodes(tree) if type_only else runtime_nodes(tree):
         if isinstance(node, ast.ImportFrom) and node.level:
             base = package[: len(package) - (node.level - 1)]
             target = [*base, *(node.module.split(".") if node.module else [])]
@@ -101,7 +122,7 @@ def imports(path: Path) -> set[str]:
                     CORE / Path(*name.split("."))
                 ).is_dir():
                     found.add(name)
-                elif not node.module and alias.name not in PACKAGE_CONSTANTS:
+                elif not node.module:
                     found.add(".".join(target) or "__init__")
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
@@ -112,6 +133,32 @@ def imports(path: Path) -> set[str]:
 
 
 GRAPH = {module_name(p): imports(p) for p in sorted(CORE.rglob("*.py"))}
+TYPE_GRAPH = {module_name(p): imports(p, type_only=True) for p in sorted(CORE.rglob("*.py"))}
+
+
+def exists(module: str) -> bool:
+    """Whether ``accelkit.<module>`` is a module or package in the source tree."""
+    path = CORE / Path(*module.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def test_every_layer_names_a_real_module() -> None:
+    phantoms = sorted(name for name in LAYERS if name != "__init__" and not exists(name))
+    assert not phantoms, f"LAYERS names modules that do not exist: {phantoms}"
+
+
+@pytest.mark.parametrize("module", sorted(TYPE_GRAPH))
+def test_type_only_imports_exist_and_keep_to_the_layers(module: str) -> None:
+    missing = sorted(m for m in TYPE_GRAPH[module] if m != "__init__" and not exists(m))
+    assert not missing, f"accelkit.{module} imports {missing} for typing, which do not exist"
+    upward = sorted(
+        m
+        for m in TYPE_GRAPH[module]
+        if layer(m) > layer(module) and m.split(".")[0] not in HOOK_RECORDS
+    )
+    assert not upward, (
+        f"accelkit.{module} (layer {layer(module)}) imports {upward} for typing from above it"
+    )
 
 
 def test_every_module_has_a_layer() -> None:
@@ -154,7 +201,9 @@ def test_no_import_cycles() -> None:
 
 
 def test_the_checker_sees_lazy_and_relative_imports() -> None:
-    assert "registry" in GRAPH["node"] and "host" in GRAPH["node"]
+    assert "registry" in GRAPH["pipeline"] and "host" in GRAPH["pipeline"]
     assert "snapshot" in GRAPH["cli._common"]  # imported inside a function
-    assert "node" not in GRAPH["registry"]  # only under TYPE_CHECKING
-    assert "__init__" not in GRAPH["registry"]  # `from . import __version__` is a constant
+    assert "registry" in GRAPH["grant"]  # Grant.env resolves the default registry inside
+    assert "grant" not in GRAPH["registry"]  # only under TYPE_CHECKING
+    assert "grant" in TYPE_GRAPH["registry"]
+    assert "registry" not in GRAPH["node"]  # the record loads no plugin machinery

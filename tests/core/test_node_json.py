@@ -64,7 +64,7 @@ def test_from_dict_refuses_other_schema_versions_and_unknown_fields() -> None:
         Node.from_dict({})
     data = Node(devices=[Device("0")]).to_dict()
     data["devices"][0]["colour"] = "green"
-    with pytest.raises(ValueError, match="unknown Device fields"):
+    with pytest.raises(ValueError, match="a device has unknown keys"):
         Node.from_dict(data)
 
 
@@ -77,12 +77,18 @@ def test_helpers_group_devices_by_family() -> None:
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ([], "a node is a JSON object"),
-        ({"schema_version": 1, "device": []}, r"unknown node keys \['device'\]"),
-        ({"schema_version": 1, "diagnostics": [{"family": "x"}]}, "a diagnostic is an object"),
-        ({"schema_version": 1, "diagnostics": [["x", "info", "m"]]}, "a diagnostic is an object"),
+        ([], "a node must be a JSON object"),
+        ({"schema_version": 1, "device": []}, r"a node has unknown keys \[.device.\]"),
+        (
+            {"schema_version": 1, "diagnostics": [{"family": "x"}]},
+            "a diagnostic (must be a JSON object|lacks the keys)",
+        ),
+        (
+            {"schema_version": 1, "diagnostics": [["x", "info", "m"]]},
+            "a diagnostic (must be a JSON object|lacks the keys)",
+        ),
         ({"schema_version": 1, "resources": {"GPU": None}}, "malformed node"),
-        ({"schema_version": 1, "devices": ["0"]}, "a device is an object"),
+        ({"schema_version": 1, "devices": ["0"]}, "a device must be a JSON object"),
     ],
 )
 def test_from_dict_says_what_is_wrong_with_a_malformed_node(data: object, message: str) -> None:

@@ -94,5 +94,5 @@ def test_device_validates_its_id_and_round_trips() -> None:
         Device(id="")
     with pytest.raises(ValueError, match="whitespace or a comma"):
         Device(id="0,1")
-    with pytest.raises(ValueError, match="unknown Device fields"):
+    with pytest.raises(ValueError, match="a device has unknown keys"):
         Device.from_dict({"id": "0", "colour": "red"})

@@ -172,7 +172,7 @@ def test_importing_the_kit_imports_no_pytest_and_no_check() -> None:
         "print(sorted(m for m in sys.modules if m == 'pytest' or m.startswith('accelkit.')))"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert result.stdout.strip() == "['accelkit.testing']", result.stderr
+    assert result.stdout.strip() == "['accelkit._lazy', 'accelkit.testing']", result.stderr
 
 
 WITHOUT_PYTEST = """

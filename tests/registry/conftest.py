@@ -29,7 +29,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSite]:
     path.mkdir()
     fake = FakeSite(path)
     monkeypatch.syspath_prepend(str(path))
-    monkeypatch.setattr(registry, "_entry_points", fake.entry_points)
+    registry.set_default(registry.Registry(entry_points=fake.entry_points))
     before = set(sys.modules)
     yield fake
     for name in set(sys.modules) - before:

@@ -69,7 +69,7 @@ class FakeSite:
         importlib.invalidate_caches()
 
     def entry_points(self) -> list[Any]:
-        """What ``registry._entry_points`` returns: this site's accelkit entry points only."""
+        """This site's accelkit entry points only: a Registry's ``entry_points`` source."""
         return [
             ep
             for dist in metadata.distributions(path=[str(self.path)])

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from accelkit import FakeHost, InvalidRequest, registry
-from accelkit.registry import _entry_points as real_entry_points
 from fake_dists import FakeSite
 
 if sys.version_info >= (3, 10):
@@ -29,7 +28,7 @@ def installed(monkeypatch: pytest.MonkeyPatch) -> None:
         metadata.distribution("accelkit-example")
     except metadata.PackageNotFoundError:
         pytest.fail(f"the example plugin is not installed; run: {INSTALL}")
-    monkeypatch.setattr(registry, "_entry_points", real_entry_points)
+    registry.set_default(registry.Registry())
 
 
 def test_the_example_is_discovered_through_its_entry_point(installed: None) -> None:

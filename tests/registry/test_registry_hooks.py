@@ -44,19 +44,20 @@ def add_hook(site: FakeSite, name: str, template: str, result: str, options: str
     site.add(f"{name}-dist", {name: module}, {module: source})
 
 
-def test_node_labels_merge_in_plugin_order_and_never_override(site: FakeSite) -> None:
+def test_node_labels_merge_in_pluggy_call_order_and_never_override(site: FakeSite) -> None:
+    # pluggy calls the last registered plugin first (entry points load sorted by name)
     add_hook(site, "a-site", LABELS, "{'site/rack': 'r1', 'zone': 'mine'}")
     add_hook(site, "b-site", LABELS, "{'site/rack': 'r2', 'site/row': '7'}")
     add_hook(site, "c-site", LABELS, "None")
     node = Node(labels={"zone": "node's own"})
-    assert registry.call_node_labels(node) == {"site/rack": "r1", "site/row": "7"}
+    assert registry.default_registry().node_labels(node) == {"site/rack": "r2", "site/row": "7"}
     assert node.labels == {"zone": "node's own"}, "the node is not modified"
 
 
 def test_tryfirst_runs_before_plugin_order(site: FakeSite) -> None:
     add_hook(site, "a-site", LABELS, "{'rack': 'a'}")
     add_hook(site, "b-site", LABELS, "{'rack': 'b'}", options="(tryfirst=True)")
-    assert registry.call_node_labels(Node()) == {"rack": "b"}
+    assert registry.default_registry().node_labels(Node()) == {"rack": "b"}
 
 
 def test_a_raising_or_malformed_hook_is_warned_about_and_skipped(site: FakeSite) -> None:
@@ -64,14 +65,14 @@ def test_a_raising_or_malformed_hook_is_warned_about_and_skipped(site: FakeSite)
     add_hook(site, "b-site", LABELS, "{'rack': 7}")
     add_hook(site, "c-site", LABELS, "{'rack': 'c'}")
     with pytest.warns(registry.PluginWarning) as caught:
-        labels = registry.call_node_labels(Node())
+        labels = registry.default_registry().node_labels(Node())
     assert labels == {"rack": "c"}
     messages = [str(w.message) for w in caught]
-    assert messages == [
-        "plugin 'a-site' (a-site-dist 1.0): accelkit_node_labels raised ZeroDivisionError: "
-        "division by zero; ignored",
+    assert messages == [  # pluggy's call order: the last registered first
         "plugin 'b-site' (b-site-dist 1.0): accelkit_node_labels must return str: str pairs, "
         "got {'rack': 7}; ignored",
+        "plugin 'a-site' (a-site-dist 1.0): accelkit_node_labels raised ZeroDivisionError: "
+        "division by zero; ignored",
     ]
     assert caught[0].filename == __file__, "the warning points at the caller"
 
@@ -82,19 +83,23 @@ def test_worker_env_returns_only_additions_and_keeps_visibility(site: FakeSite) 
     )
     add_hook(site, "b-env", WORKER_ENV, "{'HINT': '0.9', 'OTHER': 'x'}")
     env = {"CUDA_VISIBLE_DEVICES": "0"}
-    assert registry.call_worker_env(GRANT, env) == {"HINT": "0.5", "UNSET_ME": None, "OTHER": "x"}
+    assert registry.default_registry().worker_env(GRANT, env) == {  # b-env is called first
+        "HINT": "0.9",
+        "UNSET_ME": None,
+        "OTHER": "x",
+    }
 
 
 def test_worker_env_may_not_change_what_visibility_wrote(site: FakeSite) -> None:
     add_hook(site, "a-env", WORKER_ENV, "{'CUDA_VISIBLE_DEVICES': '1', 'HINT': 'h'}")
     with pytest.warns(registry.PluginWarning, match="may only add variables, not change "):
-        added = registry.call_worker_env(GRANT, {"CUDA_VISIBLE_DEVICES": "0"})
+        added = registry.default_registry().worker_env(GRANT, {"CUDA_VISIBLE_DEVICES": "0"})
     assert added == {"HINT": "h"}
 
 
 def test_the_hook_receives_grant_and_env(site: FakeSite) -> None:
     add_hook(site, "a-env", WORKER_ENV, "{'SEEN': str((grant, sorted(env)))}")
-    assert registry.call_worker_env("the-grant", {"X": "1"}) == {  # type: ignore[arg-type]
+    assert registry.default_registry().worker_env("the-grant", {"X": "1"}) == {  # type: ignore[arg-type]
         "SEEN": "('the-grant', ['X'])"
     }
 
@@ -104,7 +109,7 @@ def test_trace_prints_every_hook_call(
 ) -> None:
     monkeypatch.setenv("ACCELKIT_TRACE_PLUGINS", "1")
     add_hook(site, "a-site", LABELS, "{'rack': 'r1'}")
-    registry.call_node_labels(Node())
+    registry.default_registry().node_labels(Node())
     err = capsys.readouterr().err.splitlines()
     assert "accelkit trace: nvidia.accelkit_register_managers()" in err
     assert "accelkit trace:   -> [<NvidiaManager nvidia:GPU>]" in err
@@ -116,7 +121,7 @@ def test_trace_prints_every_hook_call(
 
 def test_no_trace_by_default(site: FakeSite, capsys: pytest.CaptureFixture[str]) -> None:
     add_hook(site, "a-site", LABELS, "{'rack': 'r1'}")
-    registry.call_node_labels(Node())
+    registry.default_registry().node_labels(Node())
     assert capsys.readouterr().err == ""
 
 
@@ -132,8 +137,8 @@ def test_every_hook_is_documented_and_has_a_typed_facade() -> None:
         assert hook.startswith("accelkit_"), f"hookspec {hook} lacks the accelkit_ prefix"
         assert (getattr(hookspecs, hook).__doc__ or "").strip(), f"{hook} has no docstring"
         if hook != "accelkit_register_managers":  # the loader itself calls that one
-            facade = getattr(registry, "call_" + hook[len("accelkit_") :], None)
-            assert callable(facade), f"{hook} has no typed facade registry.call_*"
+            facade = getattr(registry.Registry, hook[len("accelkit_") :], None)
+            assert callable(facade), f"{hook} has no typed facade method on Registry"
     unmarked = [n for n in dir(hookspecs) if n.startswith("accelkit_") and n not in hooks()]
     assert not unmarked, f"accelkit_* functions in hookspecs without @hookspec: {unmarked}"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 from typing import Any
 
@@ -68,7 +69,7 @@ def test_order_does_not_depend_on_entry_point_order(
         site.add(f"dist-{name}", {name: f"{name}_mod"}, {f"{name}_mod": manager_module(name)})
     points = site.entry_points()
     random.Random(7).shuffle(points)
-    monkeypatch.setattr(registry, "_entry_points", lambda: points)
+    registry.set_default(registry.Registry(entry_points=lambda: points))
     assert families()[len(BUILTIN_FAMILIES) :] == ["alpha", "bravo", "charlie", "delta", "echo"]
 
 
@@ -390,9 +391,9 @@ def test_autoload_off_loads_builtins_and_scans_no_entry_point(
     def refuse() -> list[Any]:
         raise AssertionError("entry points scanned with autoload off")
 
-    monkeypatch.setattr(registry, "_entry_points", refuse)
+    registry.set_default(registry.Registry(entry_points=refuse))
     assert families() == BUILTIN_FAMILIES
-    assert not registry.autoload_enabled()
+    assert not registry.autoload_enabled(os.environ)
 
 
 @pytest.mark.parametrize("value", ["0", "false", "", "off"])
@@ -430,7 +431,7 @@ def test_a_required_plugin_that_fails_raises_plugin_error(
     with pytest.raises(accelkit.PluginError):
         registry.get_manager("nvidia")
     with pytest.raises(accelkit.PluginError):
-        registry.call_worker_env(object(), {})  # type: ignore[arg-type]
+        registry.default_registry().worker_env(object(), {})  # type: ignore[arg-type]
     assert report()["acme"].status == "error", "the report still answers"
 
 
@@ -462,7 +463,7 @@ def test_discovery_runs_once_until_reset(site: FakeSite, monkeypatch: pytest.Mon
         calls.append(1)
         return site.entry_points()
 
-    monkeypatch.setattr(registry, "_entry_points", counted)
+    registry.set_default(registry.Registry(entry_points=counted))
     site.add("w-dist", {"widget": "widget_mod"}, {"widget_mod": manager_module("widget")})
     first = registry.managers()
     assert registry.managers() == first
@@ -471,7 +472,7 @@ def test_discovery_runs_once_until_reset(site: FakeSite, monkeypatch: pytest.Mon
     assert len(calls) == 1
     monkeypatch.setenv("ACCELKIT_DISABLE_PLUGINS", "widget")
     assert families()[-1] == "widget", "the environment is read when discovery runs"
-    registry.reset()
+    registry.set_default(registry.Registry(entry_points=counted))
     assert families() == BUILTIN_FAMILIES
     assert len(calls) == 2
 
@@ -509,6 +510,6 @@ def test_unreadable_metadata_still_leaves_the_builtins(monkeypatch: pytest.Monke
     def corrupt() -> list[Any]:
         raise ValueError("bad METADATA in some-package")
 
-    monkeypatch.setattr(registry, "_entry_points", corrupt)
+    registry.set_default(registry.Registry(entry_points=corrupt))
     with pytest.warns(registry.PluginWarning, match="bad METADATA in some-package"):
         assert families() == BUILTIN_FAMILIES

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import pickle
 from typing import Optional
 
 import pytest
-from accelkit import Allocator, Grant, PluginError, get_manager, hints, registry
+from accelkit import Allocator, Grant, PluginError, get_manager, hints, hookimpl, registry
 from sched_nodes import devices, make_node
 
 NO_ENV: dict[str, str] = {}
+
+
+def builtin_modules() -> list[object]:
+    """The built-in plugin modules, to build a registry with one more plugin beside them."""
+    return [importlib.import_module(name) for name in registry.BUILTIN_PLUGINS]
 
 
 def grant_of(request: dict[str, object], *groups: list, **kwargs: str) -> Grant:
@@ -160,7 +166,7 @@ def test_no_whitespace_is_ever_written(monkeypatch: pytest.MonkeyPatch) -> None:
     grant = grant_of({"GPU": 1}, devices("nvidia", 1))
     manager = get_manager("nvidia")
 
-    def sloppy(ids: object) -> dict[str, Optional[str]]:
+    def sloppy(ids: object, *, total: Optional[int] = None) -> dict[str, Optional[str]]:
         return {"CUDA_VISIBLE_DEVICES": "0, 1"}
 
     monkeypatch.setattr(manager, "visibility_env", sloppy)
@@ -168,11 +174,17 @@ def test_no_whitespace_is_ever_written(monkeypatch: pytest.MonkeyPatch) -> None:
         grant.env(NO_ENV)
 
 
-def test_a_hook_value_with_whitespace_is_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_hook_value_with_whitespace_is_left_out() -> None:
     shared = grant_of({"GPU": 0.5}, devices("nvidia", 1))
-    monkeypatch.setattr(registry, "call_worker_env", lambda grant, env: {"GOOD": "x", "BAD": "a b"})
+
+    class Sloppy:
+        @hookimpl
+        def accelkit_worker_env(self, grant: Grant, env: object) -> dict[str, str]:
+            return {"GOOD": "x", "BAD": "a b"}
+
+    plugins = registry.Registry([*builtin_modules(), Sloppy()], autoload=False)
     with pytest.warns(registry.PluginWarning, match="BAD"):
-        env = shared.env(NO_ENV)
+        env = shared.env(NO_ENV, registry=plugins)
     assert env["GOOD"] == "x" and "BAD" not in env
 
 

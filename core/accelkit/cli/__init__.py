@@ -41,9 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run `accelkit VERB --help` for each verb. No accelerator? Try "
         "`accelkit ls --host examples/nodes/nvidia-h100-8gpu`.",
     )
-    from .. import __version__
+    from .._version import VERSION
 
-    parser.add_argument("--version", action="version", version=f"accelkit {__version__}")
+    parser.add_argument("--version", action="version", version=f"accelkit {VERSION}")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB")
     for verb in VERBS:
         importlib.import_module(f".{verb}", __name__).register(verbs, common)

@@ -69,7 +69,7 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Grant the request on a fresh allocator and print the grant's environment."""
     from ..allocator import Allocator
-    from ..node import detect_node
+    from ..pipeline import detect_node
 
     request, accelerator_type = parse_request(args.request)
     node = detect_node(host_from_args(args), dict(args.override) or None)

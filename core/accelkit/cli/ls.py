@@ -49,7 +49,7 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .. import registry
-    from ..node import DEFAULT_LABEL_PREFIX, detect_node
+    from ..pipeline import DEFAULT_LABEL_PREFIX, detect_node
 
     prefix = DEFAULT_LABEL_PREFIX if args.label_prefix is None else args.label_prefix
     with warnings.catch_warnings():  # the listing says it once, in a sentence

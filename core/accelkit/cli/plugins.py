@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(records)
     else:
         _print_table(records, counts is not None)
-        if not registry.autoload_enabled():
+        if not registry.autoload_enabled(os.environ):
             print(f"\n{registry.AUTOLOAD_OFF_VAR} is set: third-party plugins were not loaded.")
     if required_error:
         print(f"accelkit plugins: {required_error}", file=sys.stderr)

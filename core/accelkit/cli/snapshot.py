@@ -46,7 +46,7 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .. import registry
-    from ..node import detect_node
+    from ..pipeline import detect_node
     from ..snapshot import MANIFEST, ROOT, load_snapshot, record_snapshot
 
     target = Path(args.directory)

@@ -21,8 +21,9 @@ other pytest runs. ``import accelkit.testing`` itself imports neither pytest nor
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 pytest_plugins = ["accelkit.testing.pytest_plugin"]
 """Read only by pytest, when this package is loaded as a plugin (``-p accelkit.testing``)."""
@@ -80,11 +81,4 @@ if TYPE_CHECKING:
     from .suite import QuantityPlacementTests as QuantityPlacementTests
     from .suite import VisibilityTests as VisibilityTests
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -19,7 +19,7 @@ from ..metadata import metadata
 from .catalog import check
 from .subject import Subject
 
-GROUP = "accelkit"
+GROUP = hookspecs.ENTRY_POINT_GROUP
 """The entry-point group every accelkit plugin is declared in."""
 
 ACCELKIT_REQUIREMENT = re.compile(r"^accelkit\b(?![-_.\w])", re.IGNORECASE)

@@ -1,0 +1,221 @@
+"""Loading plugins: where they come from, and importing and validating each one on its own.
+
+Built-ins are the modules in :data:`BUILTIN_PLUGINS`, registered directly so they work with
+autoload off, from a source tree and in frozen apps; the package also declares them as entry
+points, and an entry point whose value is a built-in module *is* that built-in and is skipped.
+Third-party plugins come only from the entry-point group ``accelkit``. Each plugin loads alone:
+one that fails to import, does not match the hookspecs or returns bad managers is marked
+``"error"`` and the others still load (pluggy's ``load_setuptools_entrypoints`` would stop at
+the first).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import reprlib
+from collections.abc import Iterable, Mapping
+from typing import Any, Callable, Optional
+
+import pluggy
+
+from .. import hookspecs
+from .._version import VERSION
+from ..manager import AcceleratorManager
+from .calls import call_one
+from .records import LoadedPlugin, PluginInfo, Settings, warn
+
+__all__ = [
+    "BUILTIN_PLUGINS",
+    "EntryPoints",
+    "builtin_plugins",
+    "given_plugins",
+    "load",
+    "third_party",
+]
+
+BUILTIN_PLUGINS = (
+    "accelkit_plugins.nvidia",
+    "accelkit_plugins.amd",
+    "accelkit_plugins.intel",
+    "accelkit_plugins.neuron",
+    "accelkit_plugins.tpu",
+    "accelkit_plugins.gaudi",
+    "accelkit_plugins.ascend",
+    "accelkit.hints",
+)
+"""Modules registered without entry points, in this order; each plugin's name is the last part."""
+
+EntryPoints = Callable[[], Iterable[Any]]
+"""Where third-party plugins are listed: a callable returning entry points of group accelkit."""
+
+
+def installed_entry_points() -> list[Any]:
+    """The installed distributions' entry points of group ``accelkit``."""
+    from ..metadata import metadata
+
+    return list(metadata.entry_points(group=hookspecs.ENTRY_POINT_GROUP))
+
+
+def builtin_plugins() -> list[LoadedPlugin]:
+    """The built-ins, in tuple order, not yet imported."""
+    return [
+        LoadedPlugin(
+            PluginInfo(module.rpartition(".")[2], module, "builtin", "accelkit", VERSION, "ok"),
+            load=functools.partial(importlib.import_module, module),
+        )
+        for module in BUILTIN_PLUGINS
+    ]
+
+
+def given_plugins(plugins: Iterable[object]) -> list[LoadedPlugin]:
+    """Plugins a caller handed to a Registry: modules or objects with ``@hookimpl`` functions."""
+    loaded = []
+    for plugin in plugins:
+        module = getattr(plugin, "__name__", None)
+        if not isinstance(module, str):
+            module = f"{type(plugin).__module__}.{type(plugin).__qualname__}"
+        origin = "builtin" if module in BUILTIN_PLUGINS else "given"
+        version = VERSION if origin == "builtin" else None
+        dist = "accelkit" if origin == "builtin" else None
+        info = PluginInfo(module.rpartition(".")[2], module, origin, dist, version, "ok")
+        loaded.append(LoadedPlugin(info, load=functools.partial(_same, plugin)))
+    return loaded
+
+
+def _same(plugin: object) -> object:
+    return plugin
+
+
+def third_party(
+    settings: Settings, taken: Iterable[str], source: EntryPoints
+) -> list[LoadedPlugin]:
+    """The wanted third-party entry points, sorted by name; built-in modules are skipped."""
+    wanted = set(settings.required) - set(taken)
+    if not settings.autoload and not wanted:
+        return []
+    try:
+        points = [ep for ep in source() if _module_of(ep) not in BUILTIN_PLUGINS]
+    except Exception as exc:  # broken metadata of any installed package must not stop built-ins
+        warn(
+            f"listing entry points of group {hookspecs.ENTRY_POINT_GROUP!r} failed: {exc!r}; "
+            "only built-in plugins were loaded"
+        )
+        return []
+    plugins: list[LoadedPlugin] = []
+    seen: set[tuple[str, str]] = set()
+    for ep in sorted(points, key=lambda ep: (ep.name, _dist_of(ep)[0] or "", ep.value)):
+        if (ep.name, ep.value) in seen or not (settings.autoload or ep.name in wanted):
+            continue
+        seen.add((ep.name, ep.value))
+        dist, version = _dist_of(ep)
+        info = PluginInfo(ep.name, ep.value, "entry-point", dist, version, "ok")
+        plugins.append(LoadedPlugin(info, load=ep.load))
+    return plugins
+
+
+def _module_of(ep: Any) -> str:
+    """The module an entry point names (``module`` or ``module:object``), even when malformed."""
+    return str(ep.value).partition(":")[0].strip()
+
+
+def _dist_of(ep: Any) -> tuple[Optional[str], Optional[str]]:
+    dist = getattr(ep, "dist", None)
+    return (dist.name, dist.version) if dist is not None else (None, None)
+
+
+def load(pm: pluggy.PluginManager, plugin: LoadedPlugin) -> None:
+    """Import, register and validate one plugin, then ask it for its managers; never raises."""
+    obj: object = None
+    step = "import failed:"
+    try:
+        obj = plugin.load()
+        step = "registration failed:"
+        name = plugin.info.name
+        if pm.has_plugin(name):  # a replacement named like the built-in it replaces
+            name = f"{name} ({plugin.info.dist or plugin.info.module})"
+        pm.register(obj, name=name)
+        plugin.obj = obj
+        plugin.impls = _validated_impls(pm, obj)
+        if "accelkit_register_managers" in plugin.impls:
+            step = "accelkit_register_managers raised"
+            result = call_one(pm, "accelkit_register_managers", obj, {})
+            plugin.managers = _validated_managers(plugin, result)
+    except Exception as exc:
+        if obj is not None and pm.is_registered(obj):
+            pm.unregister(obj)
+        plugin.obj = None
+        text = " ".join(str(exc).split())
+        if isinstance(exc, Invalid):
+            plugin.fail("error", text)
+        elif isinstance(exc, pluggy.PluginValidationError):
+            plugin.fail("error", f"does not match the accelkit hookspecs: {text}")
+        else:
+            plugin.fail("error", f"{step} {type(exc).__name__}: {text}")
+
+
+class Invalid(Exception):
+    """A plugin broke a rule the loader checks (explained in the message)."""
+
+
+def _validated_impls(pm: pluggy.PluginManager, obj: object) -> dict[str, pluggy.HookImpl]:
+    """The plugin's implementation per hook, after pluggy's argument check (on register)."""
+    impls: dict[str, pluggy.HookImpl] = {}
+    unknown: list[str] = []
+    for caller in pm.get_hookcallers(obj) or []:
+        for impl in caller.get_hookimpls():
+            if impl.plugin is not obj:
+                continue
+            if not caller.has_spec():
+                if not impl.optionalhook:
+                    unknown.append(caller.name)
+            elif impl.hookwrapper or impl.wrapper:
+                raise Invalid(
+                    f"{caller.name} is a hook wrapper; accelkit calls each plugin's "
+                    "hooks on their own, so wrappers are not supported"
+                )
+            else:
+                impls[caller.name] = impl
+    known = ", ".join(sorted(n for n in dir(hookspecs) if n.startswith("accelkit_")))
+    if unknown:
+        raise Invalid(f"unknown hook(s) {', '.join(sorted(unknown))}; known hooks: {known}")
+    if not impls:
+        raise Invalid(f"implements no accelkit hook; mark one of {known} with @accelkit.hookimpl")
+    return impls
+
+
+def _validated_managers(plugin: LoadedPlugin, result: object) -> list[AcceleratorManager]:
+    """The managers a plugin returned, or :class:`Invalid` saying what is wrong with them."""
+    hint = "return a list of manager instances, e.g. [AcmeManager()]"
+    if result is None or isinstance(result, (str, bytes, Mapping, AcceleratorManager)):
+        raise Invalid(f"accelkit_register_managers returned {reprlib.repr(result)}; {hint}")
+    if not isinstance(result, Iterable):
+        raise Invalid(f"accelkit_register_managers returned {reprlib.repr(result)}; {hint}")
+    found = list(result)
+    problems: list[str] = []
+    for item in found:
+        if isinstance(item, type) and issubclass(item, AcceleratorManager):
+            problems.append(
+                f"returned the class {item.__name__}, not an instance {item.__name__}()"
+            )
+        elif not isinstance(item, AcceleratorManager):
+            problems.append(f"returned {reprlib.repr(item)}, which is not an AcceleratorManager")
+        else:
+            problems.extend(item.contract_errors())
+            replaces = item.replaces
+            if replaces is not None and replaces != item.name:
+                problems.append(
+                    f"{type(item).__name__}.replaces is {replaces!r} but its name is "
+                    f"{item.name!r}; a replacement takes over the family, so name it "
+                    f"{replaces!r}"
+                )
+    names = [m.name for m in found if isinstance(m, AcceleratorManager)]
+    problems.extend(
+        f"returns two managers for family {n!r}"
+        for n in sorted({n for n in names if names.count(n) > 1})
+    )
+    plugin.info = dataclasses.replace(plugin.info, families=tuple(dict.fromkeys(names)))
+    if problems:
+        raise Invalid("; ".join(problems))
+    return found
