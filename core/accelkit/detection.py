@@ -1,280 +1,37 @@
-"""Shared detection mechanics, so each vendor plugin is only its data sheet.
-
-Detection runs in layers, best first: the vendor's Python library, then its command's
-machine-readable output, then ``/sys``, ``/proc`` and ``/dev``. The first layer that *answers*
-(returns a list, even an empty one) wins; a layer that is absent returns None, a layer that
-breaks is reported, and either way the next layer is asked. Nothing here raises for a missing or
-broken vendor stack: it notes why, through :func:`accelkit.note`.
-
-The winning layer's devices are completed here, so no plugin repeats it: ``source`` is set, a
-PCI bus id in any tool's spelling is normalised to sysfs's (``0000:17:00.0``; an unreadable one
-is dropped), the NUMA node is read from ``/sys/bus/pci/devices/<bus id>/numa_node`` when the layer
-did not give it, and empty or "N/A" text facts become None.
-"""
+"""Deprecated: the helpers the plugin guide once documented here now live in
+:mod:`accelkit.detect`, the versioned public toolkit. Import them from there; this module goes
+away in the next contract version."""
 
 from __future__ import annotations
 
-import json
-import posixpath
-import re
-from collections.abc import Sequence
-from dataclasses import dataclass
-from types import ModuleType
-from typing import Any, Callable, Optional
+import warnings
 
-from .device import Device
-from .diagnostics import Level, note
-from .host import Host, ProbeError, ProbeFunction
+from .detect import (
+    call_probe,
+    detect_layers,
+    import_library,
+    parse_csv,
+    parse_json,
+    pci_devices,
+    read_int,
+    read_value,
+    run_command,
+)
 
 __all__ = [
-    "Layer",
-    "PciDevice",
     "call_probe",
     "detect_layers",
     "import_library",
-    "normalise_bus_id",
-    "numa_node",
     "parse_csv",
     "parse_json",
-    "pci_device_at",
     "pci_devices",
     "read_int",
     "read_value",
     "run_command",
 ]
 
-Layer = Callable[[Host], Optional[list[Device]]]
-"""A detection layer: the devices it sees, or None when its source is not there."""
-
-_BUS_ID = re.compile(
-    r"^(?:([0-9a-f]{1,8}):)?([0-9a-f]{1,2}):([0-9a-f]{1,2})\.([0-7])$", re.IGNORECASE
+warnings.warn(
+    "accelkit.detection is deprecated: import the same names from accelkit.detect",
+    DeprecationWarning,
+    stacklevel=2,
 )
-_NOT_AVAILABLE = ("", "N/A", "[N/A]", "n/a", "-")
-
-
-def detect_layers(host: Host, *layers: tuple[str, Layer]) -> list[Device]:
-    """Ask ``(source, layer)`` pairs in order; the first that answers wins.
-
-    The winning layer's devices are completed (see the module docstring): ``source`` set unless
-    the layer set it, so a reader of the node knows which layer spoke; bus id normalised; NUMA
-    node from sysfs; "N/A" facts None.
-    """
-    for source, layer in layers:
-        try:
-            devices = layer(host)
-        except Exception as exc:  # a broken layer must not hide the next one
-            note(f"{source} layer failed: {type(exc).__name__}: {exc}", "warning")
-            continue
-        if devices is None:
-            continue
-        note(f"{len(devices)} device(s) from the {source} layer")
-        return [_completed(host, device, source) for device in devices]
-    note("no detection layer answered: no devices")
-    return []
-
-
-def _completed(host: Host, device: Device, source: str) -> Device:
-    bus = normalise_bus_id(device.pci_bus_id)
-    numa = numa_node(host, bus) if device.numa_node is None else device.numa_node
-    texts = {"model": device.model, "uuid": device.uuid, "type_label": device.type_label}
-    return device.replace(
-        source=device.source or source,
-        pci_bus_id=bus,
-        numa_node=numa if numa is not None and numa >= 0 else None,
-        **{k: None if v is None or v.strip() in _NOT_AVAILABLE else v for k, v in texts.items()},
-    )
-
-
-def numa_node(host: Host, bus_id: object) -> Optional[int]:
-    """The NUMA node of PCI device ``bus_id`` (any spelling) from sysfs; None when unknown
-    (sysfs says -1 on a machine without NUMA)."""
-    bus = normalise_bus_id(bus_id)
-    node = None if bus is None else read_int(host, f"/sys/bus/pci/devices/{bus}/numa_node", 10)
-    return node if node is not None and node >= 0 else None
-
-
-def normalise_bus_id(value: object) -> Optional[str]:
-    """A PCI bus id as sysfs names it (``0000:17:00.0``) from any tool's spelling: NVML's
-    ``00000000:17:00.0``, neuron-ls's ``17:00.0``, upper case, ``bytes``; None if unreadable."""
-    text = value.decode(errors="replace") if isinstance(value, bytes) else value
-    found = _BUS_ID.match(text.strip()) if isinstance(text, str) else None
-    if found is None:
-        return None
-    domain, bus, slot, function = found.groups()
-    return f"{int(domain or '0', 16):04x}:{int(bus, 16):02x}:{int(slot, 16):02x}.{function}"
-
-
-def import_library(host: Host, name: str) -> Optional[ModuleType]:
-    """Import a vendor library in-process, or note why not and return None."""
-    try:
-        return host.import_module(name)
-    except ImportError:
-        note(f"Python library {name} is not installed")
-    except Exception as exc:
-        note(f"importing {name} failed: {type(exc).__name__}: {exc}", "warning")
-    return None
-
-
-def call_probe(
-    host: Host,
-    function: ProbeFunction,
-    *args: Any,
-    timeout: Optional[float] = None,
-    expect: type = object,
-) -> Any:
-    """Run a library probe in its own process; None (with a note) when it cannot answer or
-    answers something other than an ``expect`` (a probe returns plain JSON data)."""
-    what = f"{function.__module__}.{function.__qualname__}"
-    try:
-        found = host.probe(function, *args, timeout=timeout)
-    except ImportError as exc:
-        note(f"probe {what}: library not installed ({exc})")
-        return None
-    except TimeoutError as exc:
-        note(f"probe {what} timed out: {exc}", "error")
-        return None
-    except ProbeError as exc:
-        note(f"probe {what} failed: {exc}", "warning")
-        return None
-    if not isinstance(found, expect):
-        shown = repr(found)[:120]
-        note(f"probe {what} returned {shown}, not a {expect.__name__}; ignoring it", "warning")
-        return None
-    return found
-
-
-def run_command(
-    host: Host, argv: Sequence[str], timeout: Optional[float] = None, failing: Level = "warning"
-) -> Optional[str]:
-    """A command's stdout when it exits 0; None (with a note) when missing, failing or hanging.
-
-    A non-zero exit is noted at level ``failing`` (``"info"`` where failing is expected, as an
-    older tool rejecting a newer flag). A missing program asked again (another flag spelling,
-    another layer) is noted once: :func:`accelkit.note` keeps a finding once per family.
-    """
-    shown = " ".join(argv)
-    try:
-        result = host.run(argv, timeout=timeout)
-    except FileNotFoundError:
-        note(f"{argv[0]} is not installed")
-        return None
-    except TimeoutError as exc:
-        note(f"`{shown}` timed out: {exc}", "error")
-        return None
-    except OSError as exc:
-        note(f"`{shown}` could not run: {exc}", "warning")
-        return None
-    if result.returncode != 0:
-        detail = (result.stderr or result.stdout).strip().splitlines()
-        note(
-            f"`{shown}` exited with {result.returncode}"
-            + (f": {detail[-1][:200]}" if detail else ""),
-            failing,
-        )
-        return None
-    return result.stdout
-
-
-def parse_json(text: Optional[str], what: str) -> Any:
-    """Parsed JSON, or None with a note when ``text`` is missing or not JSON."""
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        note(f"{what} is not valid JSON ({exc}); ignoring it", "warning")
-        return None
-
-
-def parse_csv(text: Optional[str], fields: int, what: str) -> Optional[list[list[str]]]:
-    """Rows of a headerless CSV with exactly ``fields`` stripped columns; bad rows are noted.
-
-    None when ``text`` is None or no row is usable, so a garbled output falls to the next layer.
-    Blank output is ``[]``, noted: a layer that lists devices may take it as no answer.
-    """
-    if text is None:
-        return None
-    if not text.strip():
-        note(f"{what} is empty", "warning")
-        return []
-    rows: list[list[str]] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        cells = [cell.strip() for cell in line.split(",")]
-        if len(cells) != fields:
-            note(
-                f"{what} line {number} has {len(cells)} fields, expected {fields}: {line!r}",
-                "warning",
-            )
-            continue
-        rows.append(cells)
-    if not rows:
-        note(f"{what} had no usable rows", "warning")
-        return None
-    return rows
-
-
-def read_value(host: Host, path: str) -> Optional[str]:
-    """A one-value sysfs/proc file, stripped; None when missing, empty, or unreadable (binary,
-    not a regular file, no permission: noted, since the file is there)."""
-    text = host.read_text(path)
-    if text is None and host.exists(path):
-        note(
-            f"{path} is there but unreadable (binary, not a regular file, no permission)", "warning"
-        )
-    return None if text is None else text.strip() or None
-
-
-def read_int(host: Host, path: str, base: int = 0) -> Optional[int]:
-    """An integer file (``0x10de``, ``1``), or None when missing or not a number."""
-    value = read_value(host, path)
-    if value is None:
-        return None
-    try:
-        return int(value, base)
-    except ValueError:
-        note(f"{path} holds {value[:40]!r}, not a number", "warning")
-        return None
-
-
-@dataclass(frozen=True)
-class PciDevice:
-    """A PCI function as sysfs shows it, with the facts device plugins need."""
-
-    bus_id: str
-    vendor: int
-    device: int
-    class_code: Optional[int]
-    driver: Optional[str]
-    numa_node: Optional[int]
-    path: str
-
-
-def pci_devices(
-    host: Host, vendor: int, directory: str = "/sys/bus/pci/devices"
-) -> list[PciDevice]:
-    """PCI functions of ``vendor`` under ``directory`` in bus order; ``numa_node`` -1 is None."""
-    found: list[PciDevice] = []
-    for name in host.listdir(directory):
-        path = posixpath.join(directory, name)
-        if read_int(host, f"{path}/vendor", 16) != vendor:
-            continue
-        found.append(pci_device_at(host, path, name))
-    return sorted(found, key=lambda d: d.bus_id)
-
-
-def pci_device_at(host: Host, path: str, bus_id: Optional[str] = None) -> PciDevice:
-    """The PCI facts of the device directory ``path`` (e.g. ``/sys/class/drm/card0/device``)."""
-    real = host.realpath(path) or path
-    driver = host.readlink(f"{path}/driver")
-    numa = read_int(host, f"{path}/numa_node", 10)
-    return PciDevice(
-        bus_id=(bus_id or posixpath.basename(real)).lower(),
-        vendor=read_int(host, f"{path}/vendor", 16) or 0,
-        device=read_int(host, f"{path}/device", 16) or 0,
-        class_code=read_int(host, f"{path}/class", 16),
-        driver=posixpath.basename(driver) if driver else None,
-        numa_node=numa if numa is not None and numa >= 0 else None,
-        path=real,
-    )

@@ -20,11 +20,24 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from accelkit import AcceleratorManager, Device, Host, hookimpl
-from accelkit.detection import detect_layers, normalise_bus_id, parse_json, read_int, run_command
-from accelkit.gpu_facts import find_field, json_records, library_session, parse_int, sanitize_label
-from accelkit.gpu_sysfs import drm_devices, kfd_bus_id, kfd_gpu_nodes
-from accelkit.textparse import parse_memory
-from accelkit.visibility import relative_ids, split_ids
+from accelkit.detect import (
+    detect_layers,
+    drm_devices,
+    find_field,
+    json_records,
+    library_session,
+    normalise_bus_id,
+    parse_int,
+    parse_json,
+    parse_memory,
+    read_int,
+    relative_ids,
+    run_command,
+    sanitize_label,
+    split_ids,
+)
+
+from .kfd import kfd_bus_id, kfd_gpu_nodes
 
 PRODUCTS = {  # PCI device id -> type label (the id is the one fact every layer, sysfs too, gives)
     0x66A1: "AMD-Instinct-MI50",

@@ -17,9 +17,9 @@ from types import ModuleType
 from typing import Any, Callable, Optional
 
 from accelkit import AcceleratorManager, Device, Host, hookimpl, note
-from accelkit.detection import call_probe, detect_layers, run_command
-from accelkit.textparse import parse_aligned_table, parse_colon_records
-from accelkit.visibility import split_ids
+from accelkit.detect import call_probe, detect_layers, parse_colon_records, run_command, split_ids
+
+from .tables import parse_aligned_table
 
 RUNTIME_VAR = "ASCEND_RT_VISIBLE_DEVICES"
 CHIP_MAP = ("npu-smi", "info", "-m")

@@ -18,9 +18,15 @@ import posixpath
 from typing import Optional
 
 from accelkit import ALIGNED_BLOCKS, AcceleratorManager, Device, Host, hookimpl, note
-from accelkit.detection import detect_layers, parse_csv, pci_device_at, read_value, run_command
-from accelkit.gpu_facts import type_label
-from accelkit.textparse import parse_memory
+from accelkit.detect import (
+    detect_layers,
+    parse_csv,
+    parse_memory,
+    pci_device_at,
+    read_value,
+    run_command,
+    type_label,
+)
 
 HL_SMI = ("hl-smi", "-Q", "index,module_id,name,bus_id,memory.total", "-f", "csv,noheader")
 

@@ -27,11 +27,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable, Optional
 
 from accelkit import AcceleratorManager, Device, Host, hookimpl, note
-from accelkit.detection import call_probe, detect_layers, normalise_bus_id
-from accelkit.gpu_facts import find_field, parse_int, type_label
-from accelkit.gpu_sysfs import drm_devices
-from accelkit.tool_output import first_records
-from accelkit.visibility import join_ids, relative_ids, split_ids
+from accelkit.detect import (
+    call_probe,
+    detect_layers,
+    drm_devices,
+    find_field,
+    first_records,
+    join_ids,
+    normalise_bus_id,
+    parse_int,
+    relative_ids,
+    split_ids,
+    type_label,
+)
 
 PRODUCTS = {  # product -> PCI device ids, for layers that name a card only by its id
     "Max 1550": (0x0BD5, 0x0BD6),

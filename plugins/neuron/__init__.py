@@ -14,10 +14,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Optional
 
 from accelkit import CONTIGUOUS, AcceleratorManager, Device, Host, hookimpl, note
-from accelkit.detection import detect_layers, read_int, read_value
-from accelkit.gpu_facts import parse_int
-from accelkit.tool_output import first_records
-from accelkit.visibility import format_ranges, parse_ranges
+from accelkit.detect import detect_layers, first_records, parse_int, read_int, read_value
+
+from .ranges import format_ranges, parse_ranges
 
 VISIBLE = "NEURON_RT_VISIBLE_CORES"
 NUM_CORES = "NEURON_RT_NUM_CORES"  # any N free cores instead of named ones: unset on a grant

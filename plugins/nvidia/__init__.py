@@ -23,10 +23,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from accelkit import AcceleratorManager, Device, Host, hookimpl, note
-from accelkit.detection import detect_layers, parse_csv, run_command
-from accelkit.gpu_facts import decode, library_session, optional_call, type_label
-from accelkit.textparse import parse_colon_records, parse_memory
-from accelkit.visibility import split_ids
+from accelkit.detect import (
+    decode,
+    detect_layers,
+    library_session,
+    parse_colon_records,
+    parse_csv,
+    parse_memory,
+    run_command,
+    split_ids,
+    type_label,
+)
+
+from .nvml import optional_call
 
 # Marketing names -> labels ("NVIDIA H100 80GB HBM3" -> "H100"); others: the sanitized name.
 MODELS = r"GB300|GB200|GH200|B300|B200|B100|H200|H100|H800|H20|A100|A800|A40|A30|A16|A10G|A10|A2"

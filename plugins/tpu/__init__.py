@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from typing import Optional
 
 from accelkit import ALIGNED_BLOCKS, AcceleratorManager, Device, Host, hookimpl, note
-from accelkit.detection import PciDevice, detect_layers, pci_devices, read_int
-from accelkit.devfiles import device_files
-from accelkit.pod import env_labels, slice_resources
-from accelkit.visibility import join_ids
+from accelkit.detect import PciDevice, detect_layers, join_ids, pci_devices, read_int
+
+from .devfiles import device_files
+from .pod import env_labels, slice_resources
 
 GOOGLE = 0x1AE0
 # PCI base class of a chip newer than this table; Google's virtual NIC and disks share the vendor.

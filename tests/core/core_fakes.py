@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from accelkit import hookimpl
-from accelkit.detection import detect_layers, parse_csv, read_int, read_value, run_command
+from accelkit.detect import detect_layers, parse_csv, read_int, read_value, run_command
 from accelkit.device import Device
 from accelkit.host import FakeHost, Host
 from accelkit.manager import AcceleratorManager

@@ -36,13 +36,8 @@ LAYERS = {
     "policy": 2,
     "node": 2,
     "manager": 2,
-    "detection": 2,
-    "devfiles": 2,
-    "gpu_facts": 2,
-    "gpu_sysfs": 2,
-    "textparse": 2,
-    "tool_output": 2,
-    "pod": 2,
+    "detect": 2,
+    "detection": 3,  # the deprecated shim re-exports accelkit.detect
     # 3: hooks, built-in hook plugins and the conformance kit
     "hookspecs": 3,
     "hints": 3,

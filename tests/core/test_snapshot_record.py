@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from accelkit import registry
-from accelkit.detection import call_probe, import_library, run_command
+from accelkit.detect import call_probe, import_library, run_command
 from accelkit.device import Device
 from accelkit.host import FakeHost, Host
 from accelkit.pipeline import EXCLUDE_ENV, OVERRIDE_ENV, detect_node

@@ -6,14 +6,7 @@ import os
 from pathlib import Path
 
 from accelkit import Device, FakeHost, Host
-from accelkit.detection import (
-    detect_layers,
-    parse_csv,
-    parse_json,
-    pci_devices,
-    read_int,
-    run_command,
-)
+from accelkit.detect import detect_layers, parse_csv, parse_json, pci_devices, read_int, run_command
 from accelkit.diagnostics import collecting
 from hypothesis import given
 from hypothesis import strategies as st

@@ -5,10 +5,11 @@ from __future__ import annotations
 import importlib
 
 import pytest
+from accelkit.detect import join_ids, split_ids
 from accelkit.manager import AcceleratorManager
 from accelkit.placement import CONTIGUOUS
 from accelkit.registry import BUILTIN_PLUGINS
-from accelkit.visibility import MAX_RANGE_IDS, format_ranges, join_ids, parse_ranges, split_ids
+from accelkit_plugins.neuron.ranges import MAX_RANGE_IDS, format_ranges, parse_ranges
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -18,7 +18,7 @@ from typing import Optional
 
 import pytest
 from accelkit import AcceleratorManager, Device, FakeHost, Host, InvalidRequest
-from accelkit.detection import call_probe
+from accelkit.detect import call_probe
 from accelkit.testing import Outcome, Subject, all_checks, run_checks
 
 INSTALLED_ONLY = {"import_is_light", "entry_point", "distribution"}

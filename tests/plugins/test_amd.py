@@ -10,9 +10,9 @@ from typing import Any, Callable, Optional
 
 import accelkit
 import pytest
+from accelkit.detect import relative_ids
 from accelkit.snapshot import load_snapshot
 from accelkit.testing.fakes import amd as fake
-from accelkit.visibility import relative_ids
 from accelkit_plugins.amd import PRODUCTS, AmdManager
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import accelkit
 import pytest
+from accelkit.detect import type_label
 from accelkit.diagnostics import Diagnostic, collecting
-from accelkit.gpu_facts import type_label
 from accelkit.host import CommandSpec
 from accelkit.snapshot import load_snapshot
 from accelkit.testing.fakes import gaudi as fake

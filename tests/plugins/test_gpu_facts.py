@@ -9,20 +9,23 @@ from typing import Any
 
 import accelkit
 import pytest
-from accelkit.detection import detect_layers, numa_node, run_command
-from accelkit.device import Device
-from accelkit.diagnostics import collecting
-from accelkit.gpu_facts import (
+from accelkit.detect import (
     decode,
+    detect_layers,
+    drm_devices,
     find_field,
     json_records,
     library_session,
     normalise_bus_id,
+    numa_node,
     parse_int,
+    run_command,
     sanitize_label,
     type_label,
 )
-from accelkit.gpu_sysfs import drm_devices, kfd_bus_id, kfd_gpu_nodes
+from accelkit.device import Device
+from accelkit.diagnostics import collecting
+from accelkit_plugins.amd.kfd import kfd_bus_id, kfd_gpu_nodes
 from hypothesis import given
 from hypothesis import strategies as st
 

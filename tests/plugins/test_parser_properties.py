@@ -9,13 +9,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from accelkit.detection import parse_csv, parse_json
+from accelkit.detect import (
+    find_field,
+    json_records,
+    parse_colon_records,
+    parse_csv,
+    parse_int,
+    parse_json,
+    parse_memory,
+)
 from accelkit.diagnostics import collecting
-from accelkit.gpu_facts import find_field, json_records, parse_int
 from accelkit.host import FakeHost
 from accelkit.testing.fakes import ascend as fake_ascend
-from accelkit.textparse import parse_aligned_table, parse_colon_records, parse_memory
 from accelkit_plugins.ascend import AscendManager
+from accelkit_plugins.ascend.tables import parse_aligned_table
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from accelkit.pod import env_labels, slice_resources
+from accelkit_plugins.tpu.pod import env_labels, slice_resources
 
 
 def test_every_worker_offers_the_slice_and_worker_0_the_head() -> None:

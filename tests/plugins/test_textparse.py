@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from accelkit.detect import parse_colon_records, parse_memory
 from accelkit.diagnostics import collecting
-from accelkit.textparse import (
-    parse_aligned_table,
-    parse_colon_records,
-    parse_memory,
-)
+from accelkit_plugins.ascend.tables import parse_aligned_table
 from hypothesis import given
 from hypothesis import strategies as st
 

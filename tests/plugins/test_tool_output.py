@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from accelkit import FakeHost
+from accelkit.detect import first_json
 from accelkit.diagnostics import collecting
-from accelkit.tool_output import first_json
 
 NEW, OLD = ("tool", "--format", "json"), ("tool", "--json")
 

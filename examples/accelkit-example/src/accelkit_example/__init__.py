@@ -7,7 +7,7 @@ The fictional ACME card shows up as ``/dev/acme<N>`` with its model in
 from __future__ import annotations
 
 from accelkit import AcceleratorManager, Device, Host, hookimpl, note
-from accelkit.detection import read_value
+from accelkit.detect import read_value
 
 DEVICE_PREFIX = "/dev/acme"
 

@@ -1,7 +1,7 @@
 """Parsers for vendor tools' human-formatted text: aligned tables, ``key : value`` records, sizes.
 
-Some vendor tools have no JSON or CSV mode for the facts we need (``npu-smi info -m`` prints a
-space-aligned table, ``npu-smi info -l`` prints ``key : value`` records, ``hl-smi`` prints
+Some vendor tools have no JSON or CSV mode for the facts we need (``npu-smi info -l`` and
+``/proc/driver/nvidia/gpus/*/information`` print ``key : value`` records, ``hl-smi`` prints
 memory as ``98304 MiB``). These helpers read such text leniently and never raise: a line they
 cannot use is noted through :func:`accelkit.note` and skipped, and when nothing usable is left
 they return None, so a garbled output falls through to the next detection layer.
@@ -13,17 +13,12 @@ import re
 from fractions import Fraction
 from typing import Optional
 
-from .diagnostics import note
+from ..diagnostics import note
 
 __all__ = [
-    "parse_aligned_table",
     "parse_colon_records",
     "parse_memory",
 ]
-
-_COLUMN_GAP = re.compile(r"\t+|\s{2,}")
-"""Columns of a space-aligned table are separated by a tab or two or more spaces, so a value
-with single spaces ("Ascend 910B3", "Chip Logic ID") stays one cell."""
 
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B)?\s*$", re.IGNORECASE)
 _MEMORY_UNITS = {
@@ -37,34 +32,6 @@ _MEMORY_UNITS = {
     "gb": 10**9,
     "tb": 10**12,
 }
-
-
-def parse_aligned_table(text: Optional[str], what: str) -> Optional[list[dict[str, str]]]:
-    """Rows of a space-aligned table as ``{header: cell}``; the first non-blank line is the header.
-
-    ``NPU ID   Chip ID   Chip Logic ID   Chip Name`` / ``0   1   -   Mcu`` gives
-    ``[{"NPU ID": "0", "Chip ID": "1", "Chip Logic ID": "-", "Chip Name": "Mcu"}]``. A row with
-    a different number of cells than the header is noted and skipped. None when ``text`` is None
-    or has no usable row.
-    """
-    if text is None:
-        return None
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if not lines:
-        note(f"{what} is empty", "warning")
-        return None
-    header = _COLUMN_GAP.split(lines[0])
-    rows: list[dict[str, str]] = []
-    for line in lines[1:]:
-        cells = _COLUMN_GAP.split(line)
-        if len(cells) != len(header):
-            note(f"{what}: {line[:120]!r} has {len(cells)} columns, expected {header}", "warning")
-            continue
-        rows.append(dict(zip(header, cells)))
-    if not rows:
-        note(f"{what} has no usable rows under the header {header}", "warning")
-        return None
-    return rows
 
 
 def parse_colon_records(

@@ -13,10 +13,10 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Callable, Optional, Union
+from typing import Any, Optional
 
-from .detection import import_library, normalise_bus_id
-from .host import Host
+from ..host import Host
+from ._layers import import_library, normalise_bus_id
 
 __all__ = [
     "decode",
@@ -24,13 +24,11 @@ __all__ = [
     "json_records",
     "library_session",
     "normalise_bus_id",
-    "optional_call",
     "parse_int",
     "sanitize_label",
     "type_label",
 ]
 
-ExceptionTypes = Union["type[BaseException]", "tuple[type[BaseException], ...]"]
 _TRADEMARKS = re.compile(r"\((?:R|TM|C)\)|[®™]", re.IGNORECASE)
 _NOT_LABEL = re.compile(r"[^A-Za-z0-9.]+")
 
@@ -53,17 +51,6 @@ def library_session(host: Host, name: str, init: str, shutdown: str) -> Iterator
         yield library
     finally:
         getattr(library, shutdown)()
-
-
-def optional_call(
-    function: Callable[..., Any], *args: Any, errors: ExceptionTypes = Exception
-) -> Any:
-    """``function(*args)``, or None when it raises one of ``errors``: for library calls that
-    answer "not supported" on some devices (NVML's MIG mode on a GPU without MIG)."""
-    try:
-        return function(*args)
-    except errors:
-        return None
 
 
 def parse_int(value: object) -> Optional[int]:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from .detection import PciDevice, pci_device_at
-from .host import Host
+from accelkit import Host
+from accelkit.detect import PciDevice, pci_device_at
 
 __all__ = ["DeviceFile", "accel_files", "device_files", "vfio_files"]
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from .detection import parse_json, run_command
-from .diagnostics import Level, note
-from .gpu_facts import json_records
-from .host import Host
+from ..diagnostics import Level, note
+from ..host import Host
+from ._facts import json_records
+from ._layers import parse_json, run_command
 
 __all__ = ["first_json", "first_records"]
 

@@ -1,0 +1,36 @@
+"""Walking sysfs for GPUs behind DRM: each GPU is a ``card<N>`` and a ``renderD<N>``.
+
+The walker deduplicates by bus id, looks only through the :class:`Host` and returns None when
+``/sys/class/drm`` itself is absent, so a detection layer can tell "no such interface" (try the
+next layer) from "no devices". A device's NUMA node needs no walker here:
+:func:`accelkit.detect.detect_layers` reads it for every device with a PCI bus id.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from ..host import Host
+from ._layers import PciDevice, pci_device_at
+
+__all__ = ["drm_devices"]
+
+
+def drm_devices(host: Host, vendor: int) -> Optional[list[PciDevice]]:
+    """PCI devices of ``vendor`` behind ``/sys/class/drm/card<N>`` and ``renderD<N>``.
+
+    A GPU has both a card and a render node: they are deduplicated by bus id and returned in
+    bus order. None when ``/sys/class/drm`` does not exist (no DRM at all).
+    """
+    base = "/sys/class/drm"
+    if not host.is_dir(base):
+        return None
+    found: dict[str, PciDevice] = {}
+    for name in host.listdir(base):
+        if not re.fullmatch(r"(card|renderD)[0-9]+", name):
+            continue
+        device = pci_device_at(host, f"{base}/{name}/device")
+        if device.vendor == vendor:
+            found.setdefault(device.bus_id, device)
+    return [found[bus] for bus in sorted(found)]

@@ -1,0 +1,51 @@
+"""AMD's KFD topology: the order ROCr numbers its GPUs in, and each node's PCI bus id.
+
+``/sys/class/kfd/kfd/topology/nodes/<n>/properties`` holds ``name value`` lines per node; CPU
+nodes have ``simd_count 0``. ``ROCR_VISIBLE_DEVICES`` counts GPU nodes in node-number order
+(partitions in CPX/TPX modes included), which is neither amdsmi's handle order nor
+``amd-smi list``'s, so the other layers are mapped onto this order by bus id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Optional
+
+from accelkit import Host
+from accelkit.detect import parse_int
+
+__all__ = ["kfd_bus_id", "kfd_gpu_nodes"]
+
+
+def kfd_gpu_nodes(host: Host) -> Optional[list[dict[str, int]]]:
+    """Integer properties of the GPU nodes of the AMD KFD topology, in node order.
+
+    Each ``/sys/class/kfd/kfd/topology/nodes/<n>/properties`` is ``name value`` lines; CPU nodes
+    have ``simd_count 0`` and are skipped. ROCr numbers its GPUs in this order, partitions
+    (CPX/TPX modes) included. None when there is no KFD topology.
+    """
+    base = "/sys/class/kfd/kfd/topology/nodes"
+    if not host.is_dir(base):
+        return None
+    nodes: list[dict[str, int]] = []
+    for name in sorted(host.listdir(base), key=_node_number):
+        lines = (host.read_text(f"{base}/{name}/properties") or "").splitlines()
+        pairs = (line.split(None, 1) for line in lines)
+        properties = {p[0]: n for p in pairs if len(p) == 2 and (n := parse_int(p[1])) is not None}
+        if properties.get("simd_count", 0) > 0:
+            nodes.append(properties)
+    return nodes
+
+
+def kfd_bus_id(properties: Mapping[str, int]) -> Optional[str]:
+    """The PCI bus id of a KFD node from its ``domain`` and ``location_id`` (bus<<8|dev<<3|fn)."""
+    location = properties.get("location_id")
+    if location is None:
+        return None
+    domain = properties.get("domain", 0)
+    return f"{domain:04x}:{location >> 8 & 0xFF:02x}:{location >> 3 & 0x1F:02x}.{location & 7}"
+
+
+def _node_number(name: str) -> tuple[int, str]:
+    """Sort key: node directories by number ("2" before "10"), anything else last."""
+    return (int(name), "") if name.isdecimal() else (1 << 30, name)
