@@ -59,6 +59,8 @@ AMD_SMI_STATIC = ("amd-smi", "static", "--asic", "--vram", "--json")
 
 
 class AmdManager(AcceleratorManager):
+    """AMD GPUs as ROCr numbers them; HIP and CUDA variables read relative to ROCr's list."""
+
     name = "amd"
     resource_name = "GPU"
     api_version = 2
@@ -68,6 +70,7 @@ class AmdManager(AcceleratorManager):
     collective_backend = "nccl"
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
+        """``ROCR_VISIBLE_DEVICES``, then HIP's (or CUDA's) positions within ROCr's list."""
         rocr = split_ids(env.get("ROCR_VISIBLE_DEVICES"), self.nothing_visible)
         hip_value = env.get("HIP_VISIBLE_DEVICES", env.get("CUDA_VISIBLE_DEVICES"))
         hip = split_ids(hip_value, self.nothing_visible)
@@ -78,10 +81,12 @@ class AmdManager(AcceleratorManager):
     def visibility_env(
         self, ids: Sequence[str], *, total: Optional[int] = None
     ) -> dict[str, Optional[str]]:
+        """ROCr's ids; HIP and CUDA variables unset so a stale value cannot re-map them."""
         unset = {"HIP_VISIBLE_DEVICES": None, "CUDA_VISIBLE_DEVICES": None}
         return {**super().visibility_env(ids, total=total), **unset}
 
     def detect(self, host: Host) -> list[Device]:
+        """amdsmi, else amd-smi's JSON, else the KFD topology, else DRM cards."""
         layers = (("library", from_amdsmi), ("command", from_amd_smi))
         return detect_layers(host, *layers, ("sysfs", from_kfd), ("sysfs", from_drm))
 
@@ -109,12 +114,16 @@ def vram_mib(size: Any) -> Optional[int]:
 
 
 def from_amdsmi(host: Host) -> Optional[list[Device]]:
+    """One GPU per amdsmi processor handle."""
     with library_session(host, "amdsmi", "amdsmi_init", "amdsmi_shut_down") as smi:
-        handles = smi.amdsmi_get_processor_handles() if smi else []
-        return smi and [amdsmi_gpu(host, smi, n, handle) for n, handle in enumerate(handles)]
+        if smi is None:
+            return None
+        handles = smi.amdsmi_get_processor_handles()
+        return [amdsmi_gpu(host, smi, n, handle) for n, handle in enumerate(handles)]
 
 
 def amdsmi_gpu(host: Host, smi: Any, index: int, handle: object) -> Device:
+    """One GPU from amdsmi's ASIC, VRAM and bus id answers for its handle."""
     size = vram_mib(smi.amdsmi_get_gpu_vram_info(handle).get("vram_size"))
     asic, bus = smi.amdsmi_get_gpu_asic_info(handle), smi.amdsmi_get_gpu_device_bdf(handle)
     return gpu(host, index, asic, bus, size)
@@ -138,7 +147,9 @@ def from_amd_smi(host: Host) -> Optional[list[Device]]:
 def from_kfd(host: Host) -> Optional[list[Device]]:
     """GPU nodes of the KFD topology (CPU nodes skipped), as ROCr numbers them; None if none."""
     nodes = [p for p in kfd_gpu_nodes(host) or [] if p.get("vendor_id") == AMD_VENDOR]
-    return [gpu(host, n, node, kfd_bus_id(node)) for n, node in enumerate(nodes)] or None
+    if not nodes:
+        return None
+    return [gpu(host, n, node, kfd_bus_id(node)) for n, node in enumerate(nodes)]
 
 
 def from_drm(host: Host) -> Optional[list[Device]]:
@@ -149,4 +160,5 @@ def from_drm(host: Host) -> Optional[list[Device]]:
 
 @hookimpl
 def accelkit_register_managers() -> list[AcceleratorManager]:
+    """The plugin's one manager, for every scheduler that loads accelkit."""
     return [AmdManager()]

@@ -27,10 +27,34 @@ CARD_LIST = ("npu-smi", "info", "-l")
 DEVICE_FILES = "/dev/davinci"  # + physical id; davinci_manager, devmm_svm, hisi_hdc are not chips
 
 
+class AscendManager(AcceleratorManager):
+    """Huawei Ascend NPUs, shareable by fractions, named by logical id."""
+
+    name = "ascend"
+    resource_name = "NPU"
+    api_version = 2
+    visible_devices_env_var = RUNTIME_VAR
+    env_vars_read = (RUNTIME_VAR, "ASCEND_VISIBLE_DEVICES")
+    framework_device = "npu"
+    collective_backend = "hccl"
+
+    def detect(self, host: Host) -> list[Device]:
+        """pyACL in a probe process, else npu-smi's chip map, its card list, then /dev."""
+        return detect_layers(
+            host,
+            ("library", from_acl),
+            ("command", from_chip_map),
+            ("command", from_card_list),
+            ("devfs", from_devfs),
+        )
+
+
 def soc_label(name: Optional[str]) -> Optional[str]:
     """The SoC name as pyACL reports it: npu-smi's "Ascend 910B3" is "Ascend910B3"."""
     compact = "".join((name or "").split())
-    return compact or None
+    if not compact:
+        return None
+    return compact
 
 
 def numbered(count: int) -> list[Device]:
@@ -104,27 +128,7 @@ def from_devfs(host: Host) -> Optional[list[Device]]:
     return numbered(len(files))
 
 
-class AscendManager(AcceleratorManager):
-    """Huawei Ascend NPUs, shareable by fractions, named by logical id."""
-
-    name = "ascend"
-    resource_name = "NPU"
-    api_version = 2
-    visible_devices_env_var = RUNTIME_VAR
-    env_vars_read = (RUNTIME_VAR, "ASCEND_VISIBLE_DEVICES")
-    framework_device = "npu"
-    collective_backend = "hccl"
-
-    def detect(self, host: Host) -> list[Device]:
-        return detect_layers(
-            host,
-            ("library", from_acl),
-            ("command", from_chip_map),
-            ("command", from_card_list),
-            ("devfs", from_devfs),
-        )
-
-
 @hookimpl
 def accelkit_register_managers() -> list[AcceleratorManager]:
+    """The plugin's one manager, for every scheduler that loads accelkit."""
     return [AscendManager()]

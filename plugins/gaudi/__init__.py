@@ -47,6 +47,29 @@ SYSFS_CLASSES = (
 DRIVER = "habanalabs"
 
 
+class GaudiManager(AcceleratorManager):
+    """Intel Gaudi HPUs: whole cards in aligned module groups, named by module id."""
+
+    name = "gaudi"
+    resource_name = "HPU"
+    api_version = 2
+    visible_devices_env_var = "HABANA_VISIBLE_MODULES"
+    env_vars_read = ("HABANA_VISIBLE_MODULES", "HABANA_VISIBLE_DEVICES")
+    fractional = False
+    allowed_quantities = (1, 2, 4, 8)
+    placement = ALIGNED_BLOCKS
+    framework_device = "hpu"
+    collective_backend = "hccl"
+
+    def matches(self, token: str, device: Device) -> bool:
+        """Module ids only: token "3" is module 3, never the fourth card in some order."""
+        return token == device.id
+
+    def detect(self, host: Host) -> list[Device]:
+        """hl-smi's CSV, else the habanalabs driver's sysfs."""
+        return detect_layers(host, ("command", from_hl_smi), ("sysfs", from_sysfs))
+
+
 def from_hl_smi(host: Host) -> Optional[list[Device]]:
     """One device per hl-smi row with a numeric module id, ordered by module id."""
     rows = parse_csv(run_command(host, HL_SMI), 5, "hl-smi output")
@@ -106,28 +129,7 @@ def from_sysfs(host: Host) -> Optional[list[Device]]:
     return sorted(devices, key=lambda d: int(d.id))
 
 
-class GaudiManager(AcceleratorManager):
-    """Intel Gaudi HPUs: whole cards in aligned module groups, named by module id."""
-
-    name = "gaudi"
-    resource_name = "HPU"
-    api_version = 2
-    visible_devices_env_var = "HABANA_VISIBLE_MODULES"
-    env_vars_read = ("HABANA_VISIBLE_MODULES", "HABANA_VISIBLE_DEVICES")
-    fractional = False
-    allowed_quantities = (1, 2, 4, 8)
-    placement = ALIGNED_BLOCKS
-    framework_device = "hpu"
-    collective_backend = "hccl"
-
-    def matches(self, token: str, device: Device) -> bool:
-        """Module ids only: token "3" is module 3, never the fourth card in some order."""
-        return token == device.id
-
-    def detect(self, host: Host) -> list[Device]:
-        return detect_layers(host, ("command", from_hl_smi), ("sysfs", from_sysfs))
-
-
 @hookimpl
 def accelkit_register_managers() -> list[AcceleratorManager]:
+    """The plugin's one manager, for every scheduler that loads accelkit."""
     return [GaudiManager()]

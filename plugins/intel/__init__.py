@@ -74,6 +74,7 @@ class IntelManager(AcceleratorManager):
     collective_backend = "xccl"  # PyTorch's own XPU backend (oneCCL); IPEX's older one is "ccl"
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
+        """``ZE_AFFINITY_MASK`` first, then ``ONEAPI_DEVICE_SELECTOR``'s ids relative to it."""
         mask = split_ids(env.get("ZE_AFFINITY_MASK"), self.nothing_visible)
         selected = level_zero_ids(env.get("ONEAPI_DEVICE_SELECTOR"), self.nothing_visible)
         if mask is None or selected is None:
@@ -88,6 +89,7 @@ class IntelManager(AcceleratorManager):
         return {"ONEAPI_DEVICE_SELECTOR": selector, "ZE_AFFINITY_MASK": None}
 
     def detect(self, host: Host) -> list[Device]:
+        """dpctl in a probe process, else xpu-smi's JSON, else discrete DRM cards."""
         layers = (("library", from_dpctl), ("command", from_xpu_smi), ("sysfs", from_drm))
         return detect_layers(host, *layers)
 
@@ -164,4 +166,5 @@ def from_drm(host: Host) -> Optional[list[Device]]:
 
 @hookimpl
 def accelkit_register_managers() -> list[AcceleratorManager]:
+    """The plugin's one manager, for every scheduler that loads accelkit."""
     return [IntelManager()]

@@ -30,16 +30,9 @@ COMMANDS = (("neuron-ls", "--output-format", "json"), ("neuron-ls", "--json-outp
 FIELDS = ("neuron_device", "nc_count", "memory_size")
 
 
-class _Chip(NamedTuple):
-    """One Neuron device as a layer sees it; what the layer lacks is read from sysfs."""
-
-    number: int
-    cores: Optional[int] = None
-    bus_id: Optional[str] = None
-    memory: Optional[int] = None
-
-
 class NeuronManager(AcceleratorManager):
+    """AWS Neuron logical cores, granted whole as one contiguous range."""
+
     name = "neuron"
     resource_name = "neuron_cores"
     api_version = 2
@@ -52,11 +45,13 @@ class NeuronManager(AcceleratorManager):
     collective_backend = "xla"
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
+        """``NEURON_RT_VISIBLE_CORES`` as the runtime reads it: single cores and ranges."""
         return parse_ranges(env[VISIBLE], self.nothing_visible) if VISIBLE in env else None
 
     def visibility_env(
         self, ids: Sequence[str], *, total: Optional[int] = None
     ) -> dict[str, Optional[str]]:
+        """One core or one range; ``NEURON_RT_NUM_CORES`` unset so it cannot ask for more."""
         value = format_ranges(ids)
         if "," in value:
             raise ValueError(
@@ -65,14 +60,17 @@ class NeuronManager(AcceleratorManager):
         return {VISIBLE: value, NUM_CORES: None}
 
     def detect(self, host: Host) -> list[Device]:
+        """neuron-ls's JSON, else the driver's sysfs devices."""
         return detect_layers(host, ("command", self._from_neuron_ls), ("sysfs", self._from_sysfs))
 
     def _from_neuron_ls(self, host: Host) -> Optional[list[Device]]:
+        """The cores of every device neuron-ls lists (either spelling of its JSON flag)."""
         entries = first_records(host, *COMMANDS)
         chips = None if entries is None else [_chip(n, e) for n, e in enumerate(entries)]
         return None if chips is None else self._cores(host, chips)
 
     def _from_sysfs(self, host: Host) -> Optional[list[Device]]:
+        """The cores of every ``neuron<N>`` device directory."""
         names = [posixpath.basename(p) for p in host.glob(f"{SYSFS}/neuron[0-9]*")]
         chips = [_Chip(int(name[6:])) for name in names if name[6:].isdigit()]
         return self._cores(host, chips) if chips else None
@@ -108,7 +106,17 @@ class NeuronManager(AcceleratorManager):
         return {**labels, "model": model} if model else labels
 
 
+class _Chip(NamedTuple):
+    """One Neuron device as a layer sees it; what the layer lacks is read from sysfs."""
+
+    number: int
+    cores: Optional[int] = None
+    bus_id: Optional[str] = None
+    memory: Optional[int] = None
+
+
 def _chip(position: int, entry: Mapping[str, Any]) -> _Chip:
+    """One neuron-ls device record; its place in the list stands in for a missing number."""
     number, cores, memory = (parse_int(entry.get(field)) for field in FIELDS)
     bus = entry.get("bdf")
     return _Chip(position if number is None else number, cores, str(bus) if bus else None, memory)
@@ -132,4 +140,5 @@ def _lnc(env: Mapping[str, str], model: Optional[str]) -> int:
 
 @hookimpl
 def accelkit_register_managers() -> list[AcceleratorManager]:
+    """The plugin's one manager, for every scheduler that loads accelkit."""
     return [NeuronManager()]

@@ -51,6 +51,8 @@ MIG_CAPS = "/proc/driver/nvidia/capabilities"
 
 
 class NvidiaManager(AcceleratorManager):
+    """NVIDIA GPUs, and MIG instances in place of a MIG-enabled GPU, as CUDA numbers them."""
+
     name = "nvidia"
     resource_name = "GPU"
     api_version = 2
@@ -60,6 +62,8 @@ class NvidiaManager(AcceleratorManager):
     collective_backend = "nccl"
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
+        """CUDA's reading: ids up to the first token CUDA would not accept (it stops there);
+        ``NVIDIA_VISIBLE_DEVICES`` holds host ids for the container runtime, never CUDA's."""
         tokens = split_ids(env.get("CUDA_VISIBLE_DEVICES"), self.nothing_visible)
         return None if tokens is None else list(itertools.takewhile(CUDA_TOKEN.match, tokens))
 
@@ -72,9 +76,11 @@ class NvidiaManager(AcceleratorManager):
     def visibility_env(
         self, ids: Sequence[str], *, total: Optional[int] = None
     ) -> dict[str, Optional[str]]:
+        """The ids, with CUDA told to number GPUs by PCI bus id as NVML and nvidia-smi do."""
         return {**super().visibility_env(ids, total=total), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
     def detect(self, host: Host) -> list[Device]:
+        """NVML, else nvidia-smi's CSV, else the driver's files under /proc."""
         layers = (("library", from_nvml), ("command", from_nvidia_smi), ("sysfs", from_proc))
         return detect_layers(host, *layers)
 
@@ -87,6 +93,7 @@ def gpu(index: int, name: str, uuid: str, memory: Optional[int], bus: object) ->
 
 
 def left_out(index: object, why: str) -> list[Device]:
+    """No device for a GPU that cannot be handed out by its index, with the reason noted."""
     note(f"GPU {index} is left out: {why}; MIG instances are listed only through NVML", "warning")
     return []
 
@@ -94,11 +101,14 @@ def left_out(index: object, why: str) -> list[Device]:
 def from_nvml(host: Host) -> Optional[list[Device]]:
     """Every GPU NVML counts, its MIG instances in place of a MIG-enabled one."""
     with library_session(host, "pynvml", "nvmlInit", "nvmlShutdown") as nvml:
-        count = nvml.nvmlDeviceGetCount() if nvml else 0
-        return nvml and [d for i in range(count) for d in nvml_gpu(nvml, i)]
+        if nvml is None:
+            return None
+        count = nvml.nvmlDeviceGetCount()
+        return [d for i in range(count) for d in nvml_gpu(nvml, i)]
 
 
 def nvml_gpu(nvml: Any, index: int) -> list[Device]:
+    """GPU ``index`` as one device, or its MIG instances when MIG is enabled on it."""
     handle = nvml.nvmlDeviceGetHandleByIndex(index)
     whole = gpu(index, *nvml_facts(nvml, handle), nvml.nvmlDeviceGetPciInfo(handle).busId)
     mig_mode = optional_call(nvml.nvmlDeviceGetMigMode, handle, errors=nvml.NVMLError)
@@ -107,7 +117,9 @@ def nvml_gpu(nvml: Any, index: int) -> list[Device]:
     # An NVML error from here on fails the layer: the next ones leave this GPU out, with a note.
     slots = range(nvml.nvmlDeviceGetMaxMigDeviceCount(handle))
     instances = [d for slot in slots for d in mig_instance(nvml, handle, slot, whole)]
-    return instances or left_out(index, "MIG is enabled and it has no MIG instances")
+    if not instances:
+        return left_out(index, "MIG is enabled and it has no MIG instances")
+    return instances
 
 
 def nvml_facts(nvml: Any, handle: object) -> tuple[str, str, int]:
@@ -160,4 +172,5 @@ def from_proc(host: Host) -> Optional[list[Device]]:
 
 @hookimpl
 def accelkit_register_managers() -> list[AcceleratorManager]:
+    """The plugin's one manager, for every scheduler that loads accelkit."""
     return [NvidiaManager()]

@@ -42,6 +42,8 @@ Env = dict[str, Optional[str]]
 
 
 class TpuManager(AcceleratorManager):
+    """Google TPU chips: 1, 2, 4 or 8 per process as aligned blocks, with their bounds."""
+
     name = "tpu"
     resource_name = "TPU"
     api_version = 2
@@ -71,19 +73,23 @@ class TpuManager(AcceleratorManager):
         return {VISIBLE: join_ids(ids), **bounds}
 
     def detect(self, host: Host) -> list[Device]:
+        """Chips behind Google's device files, else Google's TPU PCI devices."""
         return detect_layers(host, ("devfs", self._from_device_files), ("sysfs", self._from_pci))
 
     def _from_device_files(self, host: Host) -> Optional[list[Device]]:
+        """``/dev/accel*`` and ``/dev/vfio/*`` files whose PCI device is a Google TPU."""
         chips = [file.pci for file in device_files(host, GOOGLE) if _is_tpu(file.pci)]
         return self._chips(host, chips) if chips else None
 
     def _from_pci(self, host: Host) -> Optional[list[Device]]:
+        """TPU chips on the PCI bus, when no device file opens them."""
         chips = [pci for pci in pci_devices(host, GOOGLE) if _is_tpu(pci)]
         if chips:
             note("TPU chips are on the PCI bus, but no /dev/accel* or /dev/vfio/* file opens them")
         return self._chips(host, chips) if chips else None
 
     def _chips(self, host: Host, chips: Sequence[PciDevice]) -> list[Device]:
+        """The host's chips in bus order, labelled by the pod type's generation when known."""
         pod = _pod_type(host.env)
         return [_chip(host, n, pci, pod[0] if pod else None) for n, pci in enumerate(chips)]
 
@@ -120,11 +126,13 @@ def _chip(host: Host, index: int, pci: PciDevice, generation: Optional[str]) -> 
 
 
 def _is_tpu(pci: PciDevice) -> bool:
+    """A known TPU device id, or a processing accelerator (class 0x12) of Google's."""
     known = pci.device in GENERATIONS or pci.device == V2_V3
     return known or (pci.class_code is not None and pci.class_code >> 16 == PROCESSING_ACCELERATOR)
 
 
 def _generation(host: Host, pci: PciDevice) -> Optional[str]:
+    """The generation the PCI ids say (v2 and v3 share a device id; the subsystem tells)."""
     if pci.device == V2_V3:
         return V2_V3_SUBSYSTEMS.get(read_int(host, f"{pci.path}/subsystem_device", 16) or 0)
     return GENERATIONS.get(pci.device)
@@ -141,4 +149,5 @@ def _pod_type(env: Mapping[str, str]) -> Optional[tuple[str, int]]:
 
 @hookimpl
 def accelkit_register_managers() -> list[AcceleratorManager]:
+    """The plugin's one manager, for every scheduler that loads accelkit."""
     return [TpuManager()]

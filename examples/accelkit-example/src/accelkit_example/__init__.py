@@ -17,7 +17,6 @@ class AcmeManager(AcceleratorManager):
 
     name = "acme"
     resource_name = "ACME"
-    api_version = 2
     visible_devices_env_var = "ACME_VISIBLE_DEVICES"
     fractional = False
 
