@@ -99,7 +99,7 @@ def test_ls_override_adds_logical_gpus(empty: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--override", "GPU=two"], "is not RES=N"),
+        (["--override", "GPU=two"], "'two' is not a number"),
         (["--override", "GPU=1.5"], "whole number"),
         (["--override", "GPU=-1"], "must not be negative"),
     ],

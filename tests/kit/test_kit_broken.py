@@ -37,6 +37,9 @@ SUITE = textwrap.dedent(
 )
 
 RED = {
+    "test_visibility_signature": (
+        "declares api_version 2, so grants call visibility_env(ids, total=...); declare it as"
+    ),
     "test_type_labels": "type labels ['Broken Model 1'] are not usable as `accelerator_type:",
     "test_empty_host": (
         "detect() raised on an empty FakeHost: FileNotFoundError: brk-smi: not found on PATH "

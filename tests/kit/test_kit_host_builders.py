@@ -87,12 +87,15 @@ def test_one_distribution_seen_twice_on_the_path_is_not_a_clash(
 
 
 def test_the_nvidia_and_amd_fake_library_builders_are_public() -> None:
+    # imported here: pytester runs elsewhere in the suite may have re-imported the kit's modules
     import accelkit.testing as kit
+    import accelkit.testing.fakes.amd as amd
+    import accelkit.testing.fakes.nvidia as nvidia
 
     for name in ("fake_pynvml", "fake_gpus", "FakeGpu", "FakeMig"):
-        assert getattr(fakes, name) is getattr(kit, name)
+        assert getattr(nvidia, name) is getattr(kit, name)
     for name in ("fake_amdsmi", "fake_amdgpus", "FakeAmdGpu"):
-        assert getattr(fakes, name) is getattr(kit, name)
+        assert getattr(amd, name) is getattr(kit, name)
     nvml = fakes.fake_pynvml(fakes.fake_gpus(2, "NVIDIA H100 80GB HBM3"))
     nvml.nvmlInit()
     assert nvml.nvmlDeviceGetCount() == 2

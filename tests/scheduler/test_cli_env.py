@@ -120,7 +120,15 @@ def test_a_bad_override_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> 
     with pytest.raises(SystemExit) as exited:
         main(["env", "-r", "GPU=1", "--override", "GPU"])
     assert exited.value.code == 2
-    assert "is not RES=N" in capsys.readouterr().err
+    assert "is not RES=Q" in capsys.readouterr().err
+
+
+def test_override_reads_quantities_as_requests_do(capsys: pytest.CaptureFixture[str]) -> None:
+    """One RES=Q reader: ``--override custom=1/3`` is the exact third ``-r`` would take."""
+    assert main(["ls", "--json", "--override", "custom=1/3", "--override", "GPU=2"]) == 0
+    resources = json.loads(capsys.readouterr().out)["resources"]
+    assert resources["custom"] == 0.3333
+    assert resources["GPU"] == 2.0
 
 
 NODES = Path(__file__).parents[2] / "examples" / "nodes"

@@ -1,11 +1,13 @@
-"""What several verbs share: choosing the host, reading overrides, printing JSON."""
+"""What several verbs share: choosing the host, reading ``RES=Q``, printing JSON and tables."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import Any
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any, Union
 
 from ..host import Host, LocalHost
 
@@ -25,6 +27,9 @@ def print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
+Quantity = Union[float, Fraction]
+
+
 def add_override_option(parser: argparse.ArgumentParser, note: str) -> None:
     """``--override RES=N`` (repeatable): detect the node as having N of resource RES."""
     parser.add_argument(
@@ -37,14 +42,40 @@ def add_override_option(parser: argparse.ArgumentParser, note: str) -> None:
     )
 
 
-def override(text: str) -> tuple[str, float]:
+def override(text: str) -> tuple[str, Quantity]:
     """``"GPU=2"`` -> ``("GPU", 2.0)``, for argparse (a bad one is a usage error)."""
-    name, sep, value = (part.strip() for part in text.partition("="))
     try:
-        if not (sep and name):
-            raise ValueError
-        return name, float(value)
+        return resource_quantity(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def resource_quantity(item: str) -> tuple[str, Quantity]:
+    """``"GPU=0.5"`` -> ``("GPU", 0.5)``; ``"GPU=1/3"`` keeps the exact fraction. Every
+    ``RES=Q`` on the command line (``-r``, ``--override``) is read here."""
+    name, text = resource_text(item)
+    try:
+        return name, float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not RES=N (for example GPU=2 or custom=0.5)"
-        ) from None
+        pass
+    try:
+        return name, Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"{item!r}: {text!r} is not a number (write 0.5, 2 or 1/3)") from None
+
+
+def resource_text(item: str) -> tuple[str, str]:
+    """``"RES=TEXT"`` split and stripped; ``ValueError`` unless both sides are there."""
+    name, sep, text = item.partition("=")
+    if not sep or not name.strip() or not text.strip():
+        raise ValueError(f"{item!r} is not RES=Q (for example GPU=0.5)")
+    return name.strip(), text.strip()
+
+
+def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
+    """Left-aligned columns separated by two spaces, no trailing blanks: every verb's tables."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
+    return [
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
+        for row in (header, *rows)
+    ]

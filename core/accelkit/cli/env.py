@@ -15,7 +15,13 @@ from fractions import Fraction
 from typing import Any, Optional, Union
 
 from . import EXIT_FAILED, EXIT_OK
-from ._common import add_override_option, host_from_args, print_json
+from ._common import (
+    add_override_option,
+    host_from_args,
+    print_json,
+    resource_quantity,
+    resource_text,
+)
 
 TYPE_OPTION = "accelerator_type"
 """``-r accelerator_type=H100`` asks for a type, like ``acquire(..., accelerator_type="H100")``."""
@@ -90,13 +96,13 @@ def parse_request(items: Sequence[str]) -> tuple[dict[str, Union[float, Fraction
     request: dict[str, Union[float, Fraction]] = {}
     accelerator_type: Optional[str] = None
     for item in items:
-        name, text = _split(item)
+        name, text = resource_text(item)
         if name in request or (name == TYPE_OPTION and accelerator_type is not None):
             raise ValueError(f"{item!r}: {name} is requested twice; give each resource once")
         if name == TYPE_OPTION:
             accelerator_type = text
         else:
-            request[name] = _number(item, text)
+            request[name] = resource_quantity(item)[1]
     return request, accelerator_type
 
 
@@ -113,22 +119,3 @@ def shell_lines(env: dict[str, Optional[str]]) -> str:
         f"unset {name}\n" if value is None else f"export {name}={shlex.quote(value)}\n"
         for name, value in env.items()
     )
-
-
-def _split(item: str) -> tuple[str, str]:
-    name, sep, text = item.partition("=")
-    if not sep or not name.strip() or not text.strip():
-        raise ValueError(f"{item!r} is not RES=Q (for example GPU=0.5)")
-    return name.strip(), text.strip()
-
-
-def _number(item: str, text: str) -> Union[float, Fraction]:
-    """A float, or an exact fraction such as ``1/3``."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        return Fraction(text)
-    except (ValueError, ZeroDivisionError):
-        raise ValueError(f"{item!r}: {text!r} is not a number (write 0.5, 2 or 1/3)") from None

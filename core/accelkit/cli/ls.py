@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import warnings
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 from . import EXIT_OK
-from ._common import add_override_option, host_from_args, print_json
+from ._common import add_override_option, host_from_args, print_json, table
 
 if TYPE_CHECKING:
     from ..device import Device
@@ -87,15 +86,6 @@ def report(node: Node, *, verbose: bool = False) -> list[str]:
     if hidden:
         lines += ["", f"({hidden} informational diagnostic(s); -v shows them)"]
     return lines
-
-
-def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
-    """Left-aligned columns separated by two spaces, no trailing blanks."""
-    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
-    return [
-        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
-        for row in (header, *rows)
-    ]
 
 
 def _row(device: Device) -> list[str]:

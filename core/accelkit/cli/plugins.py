@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 from . import EXIT_FAILED, EXIT_OK
-from ._common import host_from_args, print_json
+from ._common import host_from_args, print_json, table
 
 COLUMNS = ("NAME", "ORIGIN", "DISTRIBUTION", "STATUS", "FAMILIES")
 
@@ -89,7 +89,7 @@ def _device_counts(args: argparse.Namespace) -> dict[str, Optional[int]]:
 def _print_table(records: Sequence[dict[str, Any]], with_devices: bool) -> None:
     """One row per plugin; the last column explains any status but ok."""
     header = [*COLUMNS, *(["DEVICES"] if with_devices else []), "NOTE"]
-    rows = [header]
+    rows = []
     for r in records:
         dist = f"{r['dist'] or '?'} {r['version'] or '?'}"
         row = [r["name"], r["origin"], dist, r["status"], ",".join(r["families"]) or "-"]
@@ -97,7 +97,5 @@ def _print_table(records: Sequence[dict[str, Any]], with_devices: bool) -> None:
             devices = r.get("devices", {})
             row.append(",".join(f"{f}:{'?' if n is None else n}" for f, n in devices.items()))
         rows.append([*row, r["error"] or ""])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths)]
-        print("  ".join([*cells, row[-1]]).rstrip())
+    for line in table(rows, header):
+        print(line)

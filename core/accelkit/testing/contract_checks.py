@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 
 from ..device import Device
@@ -122,3 +123,27 @@ def node_facts(subject: Subject) -> None:
             raise AssertionError(f"{label}.additional_resources: {exc}") from exc
     bad = {k: v for k, v in labels.items() if not isinstance(k, str) or not isinstance(v, str)}
     assert not bad, f"{label}.labels gives {bad!r}; keys and values must be str"
+
+
+@check("contract")
+def visibility_signature(subject: Subject) -> None:
+    """A manager of contract version 2 or later takes ``visibility_env(ids, *, total=None)``.
+
+    Version 1 managers are called with ``ids`` only, which every override accepts.
+    """
+    manager = subject.manager
+    if manager.api_version < 2:
+        return
+    try:
+        parameters = inspect.signature(manager.visibility_env).parameters
+    except (TypeError, ValueError) as exc:
+        raise AssertionError(f"{subject.label}: visibility_env has no signature: {exc}") from None
+    total = parameters.get("total")
+    assert total is not None and total.kind in (total.KEYWORD_ONLY, total.POSITIONAL_OR_KEYWORD), (
+        f"{subject.label} declares api_version {manager.api_version}, so grants call "
+        "visibility_env(ids, total=...); declare it as "
+        "`def visibility_env(self, ids, *, total=None)`"
+    )
+    assert total.default is None, (
+        f"{subject.label}: visibility_env's total must default to None (callers may not know it)"
+    )

@@ -25,6 +25,8 @@ class BrokenManager(AcceleratorManager):
 
     name = "broken"
     resource_name = "BRK"
+    # BROKEN: declares contract version 2, yet its visibility_env below takes no ``total``.
+    api_version = 2
     visible_devices_env_var = "BROKEN_VISIBLE_DEVICES"
 
     def detect(self, host: Host) -> list[Device]:
