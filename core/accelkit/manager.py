@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, ClassVar, Optional
 from .device import Device
 from .placement import LOWEST_FREE, PLACEMENTS, Placement
 from .policy import FamilyPolicy, check_quantity
-from .visibility import NOTHING_VISIBLE, join_ids, split_ids
+from .visibility import NOTHING_VISIBLE, is_index, join_ids, split_ids
 
 if TYPE_CHECKING:
     from .host import Host
@@ -121,7 +121,7 @@ class AcceleratorManager:
     def matches(self, token: str, device: Device) -> bool:
         """Whether a token of the visibility variable names ``device`` (its id, index or UUID)."""
         return token in (device.id, device.uuid) or (
-            token.isdigit() and device.index is not None and int(token) == device.index
+            is_index(token) and device.index is not None and int(token) == device.index
         )
 
     def visibility_env(

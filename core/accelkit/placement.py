@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Optional
 
 from .device import Device
+from .visibility import is_index
 
 __all__ = ["ALIGNED_BLOCKS", "CONTIGUOUS", "LOWEST_FREE", "PLACEMENTS", "Placement"]
 
@@ -25,7 +26,7 @@ class Placement:
 
     def keys(self, devices: Sequence[Device]) -> list[int]:
         """One key per device, in the given order."""
-        if self.keyed_by_id and all(d.id.isdigit() for d in devices):
+        if self.keyed_by_id and all(is_index(d.id) for d in devices):
             return [int(d.id) for d in devices]
         return list(range(len(devices)))
 

@@ -49,7 +49,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Optional, Union
 
-from . import registry
+from ._json import check_keys
 from ._version import VERSION as ACCELKIT_VERSION
 from .host import (
     MAX_READ_BYTES,
@@ -63,6 +63,7 @@ from .host import (
     resolve_under,
 )
 from .pipeline import CONFIG_ENV_VARS, detect_node
+from .registry import Registry, resolve
 
 __all__ = ["FORMAT", "VERSION", "RecordingHost", "load_snapshot", "record_snapshot"]
 
@@ -95,26 +96,49 @@ def load_snapshot(directory: Union[str, os.PathLike[str]]) -> FakeHost:
         raise ValueError(
             f"{manifest} has version {data.get('version')!r}; this accelkit reads {VERSION}"
         )
+    check_keys(data, _MANIFEST_KEYS, f"{manifest}", required=("format", "version"))
+    env = data.get("env", {})
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+    ):
+        raise ValueError(f"{manifest}: env must be an object of variable names to strings")
+    entries = data.get("commands", [])
+    if not isinstance(entries, list):
+        raise ValueError(f"{manifest}: commands must be a list")
     commands: dict[Union[str, tuple[str, ...]], CommandSpec] = {}
-    for entry in data.get("commands", []):
-        argv = tuple(entry["argv"])
-        if "error" in entry:
-            if entry["error"] not in _ERRORS:
-                raise ValueError(f"{manifest}: unknown command error {entry['error']!r} for {argv}")
-            message = entry.get("message") or f"{argv[0]}: recorded {entry['error']}"
-            commands[argv] = _ERRORS[entry["error"]](message)
-        else:
-            commands[argv] = (
-                int(entry["returncode"]),
-                entry.get("stdout", ""),
-                entry.get("stderr", ""),
-            )
+    for entry in entries:
+        commands.update(_command(manifest, entry))
     root = base / ROOT
     return FakeHost(
         root=root if root.is_dir() else None,
-        env={str(k): str(v) for k, v in data.get("env", {}).items()},
+        env=dict(env),
         commands=commands,
     )
+
+
+_MANIFEST_KEYS = ("format", "version", "env", "commands", "recorded_by", "redacted")
+_COMMAND_KEYS = ("argv", "returncode", "stdout", "stderr", "error", "message")
+
+
+def _command(manifest: Path, entry: object) -> dict[Union[str, tuple[str, ...]], CommandSpec]:
+    """One recorded command: its argv and what replaying it gives; ``ValueError`` if malformed."""
+    checked = check_keys(entry, _COMMAND_KEYS, f"{manifest}: a command", required=("argv",))
+    argv = checked["argv"]
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        raise ValueError(f"{manifest}: a command's argv must be a list of strings, got {argv!r}")
+    key = tuple(argv)
+    if "error" in checked:
+        error = checked["error"]
+        if error not in _ERRORS:
+            raise ValueError(f"{manifest}: unknown command error {error!r} for {key}")
+        message = checked.get("message") or f"{argv[0]}: recorded {error}"
+        return {key: _ERRORS[error](str(message))}
+    code, out, err = checked.get("returncode"), checked.get("stdout", ""), checked.get("stderr", "")
+    if isinstance(code, bool) or not isinstance(code, int):
+        raise ValueError(f"{manifest}: {key} needs a whole-number returncode, got {code!r}")
+    if not isinstance(out, str) or not isinstance(err, str):
+        raise ValueError(f"{manifest}: {key}'s stdout and stderr must be strings")
+    return {key: (code, out, err)}
 
 
 def record_snapshot(
@@ -123,18 +147,22 @@ def record_snapshot(
     *,
     redact: bool = False,
     overwrite: bool = False,
+    registry: Optional[Registry] = None,
 ) -> Path:
     """Record what node detection reads on ``host`` (this machine when None) into ``directory``.
 
     The directory is created if needed. An existing snapshot there is replaced only with
-    ``overwrite=True``; other files in the directory are never touched. Returns the directory.
+    ``overwrite=True``; other files in the directory are never touched. ``registry`` chooses
+    the plugins whose variables and commands are recorded (None: the default one). Returns the
+    directory.
     """
     base = Path(directory)
     _prepare(base, overwrite)
     source = host if host is not None else LocalHost()
-    declared = sorted({name for m in registry.managers() for name in m.all_env_vars_read()})
+    plugins = resolve(registry)
+    declared = sorted({name for m in plugins.managers() for name in m.all_env_vars_read()})
     recorder = RecordingHost(source, base / ROOT, declared)
-    detect_node(recorder)
+    detect_node(recorder, registry=plugins)
     source_env = source.env
     env = {n: source_env[n] for n in sorted({*declared, *CONFIG_ENV_VARS}) if n in source_env}
     commands = recorder.commands

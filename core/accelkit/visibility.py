@@ -12,6 +12,7 @@ from typing import Optional
 
 __all__ = [
     "NOTHING_VISIBLE",
+    "is_index",
     "join_ids",
     "relative_ids",
     "split_ids",
@@ -19,6 +20,15 @@ __all__ = [
 
 NOTHING_VISIBLE = ("", "NoDevFiles")
 """Values that conventionally mean "no device visible" (SLURM and Ray write ``NoDevFiles``)."""
+
+
+def is_index(token: str) -> bool:
+    """Whether ``token`` is a plain decimal id or index (``"0"``, ``"12"``): ASCII digits only.
+
+    The one rule every family uses for numeric tokens: ``str.isdigit`` also accepts ``"²"`` and
+    other Unicode digits, which no vendor runtime reads as a number.
+    """
+    return token.isascii() and token.isdecimal()
 
 
 def split_ids(
@@ -51,7 +61,7 @@ def relative_ids(base: Sequence[str], tokens: Iterable[str]) -> list[str]:
     """
     chosen: list[str] = []
     for token in tokens:
-        if token.isdigit():
+        if is_index(token):
             chosen.extend(base[int(token) : int(token) + 1])
         elif token in base:
             chosen.append(token)

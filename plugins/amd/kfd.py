@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Optional
 
 from accelkit import Host
-from accelkit.detect import parse_int
+from accelkit.detect import is_index, parse_int
 
 __all__ = ["kfd_bus_id", "kfd_gpu_nodes"]
 
@@ -48,4 +48,4 @@ def kfd_bus_id(properties: Mapping[str, int]) -> Optional[str]:
 
 def _node_number(name: str) -> tuple[int, str]:
     """Sort key: node directories by number ("2" before "10"), anything else last."""
-    return (int(name), "") if name.isdecimal() else (1 << 30, name)
+    return (int(name), "") if is_index(name) else (1 << 30, name)

@@ -17,7 +17,14 @@ from types import ModuleType
 from typing import Any, Callable, Optional
 
 from accelkit import AcceleratorManager, Device, Host, hookimpl, note
-from accelkit.detect import call_probe, detect_layers, parse_colon_records, run_command, split_ids
+from accelkit.detect import (
+    call_probe,
+    detect_layers,
+    is_index,
+    parse_colon_records,
+    run_command,
+    split_ids,
+)
 
 from .tables import parse_aligned_table
 
@@ -103,7 +110,7 @@ def from_chip_map(host: Host) -> Optional[list[Device]]:
     devices = [
         Device(id=str(int(logic)), model=name or None, type_label=soc_label(name))
         for logic, name in ((row["Chip Logic ID"], row.get("Chip Name")) for row in rows)
-        if logic.isdecimal()  # "-": the card's MCU, not a compute chip
+        if is_index(logic)  # "-": the card's MCU, not a compute chip
     ]
     return sorted(devices, key=lambda d: int(d.id))
 
@@ -112,7 +119,7 @@ def from_card_list(host: Host) -> Optional[list[Device]]:
     """``npu-smi info -l``: the sum of each card's Chip Count (MCUs are not counted there)."""
     cards = parse_colon_records(run_command(host, CARD_LIST), "NPU ID", "`npu-smi info -l`")
     counts = [card.get("Chip Count", "") for card in cards or ()]
-    if cards is None or not all(c.isdecimal() for c in counts):
+    if cards is None or not all(is_index(c) for c in counts):
         if cards is not None:
             note(f"`npu-smi info -l` has a card without a numeric Chip Count: {cards}", "warning")
         return None
@@ -121,7 +128,7 @@ def from_card_list(host: Host) -> Optional[list[Device]]:
 
 def from_devfs(host: Host) -> Optional[list[Device]]:
     """One chip per ``/dev/davinci<N>``; N is a physical id, so it is counted, never used."""
-    files = [p for p in host.glob(f"{DEVICE_FILES}*") if p[len(DEVICE_FILES) :].isdecimal()]
+    files = [p for p in host.glob(f"{DEVICE_FILES}*") if is_index(p[len(DEVICE_FILES) :])]
     if not files:
         return None
     note(f"{len(files)} /dev/davinci file(s) counted as logical ids 0..; npu-smi would give models")

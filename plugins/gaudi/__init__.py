@@ -20,6 +20,7 @@ from typing import Optional
 from accelkit import ALIGNED_BLOCKS, AcceleratorManager, Device, Host, hookimpl, note
 from accelkit.detect import (
     detect_layers,
+    is_index,
     parse_csv,
     parse_memory,
     pci_device_at,
@@ -77,7 +78,7 @@ def from_hl_smi(host: Host) -> Optional[list[Device]]:
         return None
     devices = []
     for _index, module, name, bus_id, memory in rows:
-        if not module.isdecimal():
+        if not is_index(module):
             note(f"hl-smi gives module id {module!r} for {bus_id}: not offered", "warning")
             continue
         devices.append(
@@ -104,7 +105,7 @@ def from_sysfs(host: Host) -> Optional[list[Device]]:
             seen.add(pci.bus_id)
             folder = posixpath.join(path, attributes)
             module = read_value(host, f"{folder}/module_id")
-            if module is None or not module.isdecimal():
+            if module is None or not is_index(module):
                 continue
             model = read_value(host, f"{folder}/device_type")
             devices.append(

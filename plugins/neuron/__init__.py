@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Optional
 
 from accelkit import CONTIGUOUS, AcceleratorManager, Device, Host, hookimpl, note
-from accelkit.detect import detect_layers, first_records, parse_int, read_int, read_value
+from accelkit.detect import detect_layers, first_records, is_index, parse_int, read_int, read_value
 
 from .ranges import format_ranges, parse_ranges
 
@@ -72,7 +72,7 @@ class NeuronManager(AcceleratorManager):
     def _from_sysfs(self, host: Host) -> Optional[list[Device]]:
         """The cores of every ``neuron<N>`` device directory."""
         names = [posixpath.basename(p) for p in host.glob(f"{SYSFS}/neuron[0-9]*")]
-        chips = [_Chip(int(name[6:])) for name in names if name[6:].isdigit()]
+        chips = [_Chip(int(name[6:])) for name in names if is_index(name[6:])]
         return self._cores(host, chips) if chips else None
 
     def _cores(self, host: Host, chips: Sequence[_Chip]) -> list[Device]:
@@ -131,7 +131,7 @@ def _sysfs_cores(host: Host, base: str) -> int:
 def _lnc(env: Mapping[str, str], model: Optional[str]) -> int:
     """Physical cores per logical core: the variable when valid, else the generation's default."""
     raw = env.get(LNC, "").strip()
-    if raw.isdigit() and int(raw) >= 1:
+    if is_index(raw) and int(raw) >= 1:
         return int(raw)
     if raw:
         note(f"{LNC}={raw!r} is not a positive whole number; using the default", "warning")

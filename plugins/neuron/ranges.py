@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Optional
 
-from accelkit.detect import NOTHING_VISIBLE, split_ids
+from accelkit.detect import NOTHING_VISIBLE, is_index, split_ids
 
 __all__ = ["MAX_RANGE_IDS", "format_ranges", "parse_ranges"]
 
@@ -24,7 +24,7 @@ def parse_ranges(
     ids: list[str] = []
     for token in tokens:
         low, sep, high = (part.strip() for part in token.partition("-"))
-        if not low.isdigit() or (sep and not high.isdigit()):
+        if not is_index(low) or (sep and not is_index(high)):
             raise ValueError(f"{token!r} in {value!r} is neither a number nor a range like 0-3")
         first, last = int(low), int(high) if sep else int(low)
         if last < first:

@@ -26,6 +26,7 @@ from accelkit import AcceleratorManager, Device, Host, hookimpl, note
 from accelkit.detect import (
     decode,
     detect_layers,
+    is_index,
     library_session,
     parse_colon_records,
     parse_csv,
@@ -69,7 +70,7 @@ class NvidiaManager(AcceleratorManager):
 
     def matches(self, token: str, device: Device) -> bool:
         """An index names a whole GPU (never a MIG instance); a UUID may be a unique prefix."""
-        if token.isdigit():
+        if is_index(token):
             return device.parent is None and device.index == int(token)
         return token == device.id or (len(token) > 4 and (device.uuid or "").startswith(token))
 
@@ -162,8 +163,8 @@ def from_proc(host: Host) -> Optional[list[Device]]:
         info = host.read_text(f"{PROC_GPUS}/{bus}/information")
         fields = (parse_colon_records(info, "Model", f"{bus}/information") or [{}])[0]
         minor = fields.get("Device Minor", "")  # names its MIG capabilities, unless unreadable
-        if not minor.isdecimal() or host.glob(f"{MIG_CAPS}/gpu{minor}/mig/gi*"):
-            left_out(index, "it has MIG instances" if minor.isdecimal() else "no Device Minor")
+        if not is_index(minor) or host.glob(f"{MIG_CAPS}/gpu{minor}/mig/gi*"):
+            left_out(index, "it has MIG instances" if is_index(minor) else "no Device Minor")
             continue
         name, uuid = fields.get("Model", ""), fields.get("GPU UUID", "")
         devices.append(gpu(index, name, uuid, None, fields.get("Bus Location", bus)))

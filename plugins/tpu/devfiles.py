@@ -13,7 +13,7 @@ import posixpath
 from dataclasses import dataclass
 
 from accelkit import Host
-from accelkit.detect import PciDevice, pci_device_at
+from accelkit.detect import PciDevice, is_index, pci_device_at
 
 __all__ = ["DeviceFile", "accel_files", "device_files", "vfio_files"]
 
@@ -51,7 +51,7 @@ def vfio_files(host: Host) -> list[DeviceFile]:
     found: list[DeviceFile] = []
     for path in host.glob("/dev/vfio/[0-9]*"):
         group = posixpath.basename(path)
-        if not group.isdigit():
+        if not is_index(group):
             continue
         members = f"{IOMMU_GROUPS}/{group}/devices"
         for name in host.listdir(members):

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Optional
 
+from accelkit.detect import is_index
+
 __all__ = ["env_labels", "slice_resources"]
 
 
@@ -20,7 +22,7 @@ def slice_resources(name: Optional[str], worker: Optional[str], head: str) -> di
     """``{name: 1}`` on every worker and ``{head: 1}`` on worker 0; ``{}`` unless both the slice
     name and a whole-number worker rank are given (a lone host is not a slice)."""
     name, worker = (name or "").strip(), (worker or "").strip()
-    if not name or not worker.isdigit():
+    if not name or not is_index(worker):
         return {}
     return {name: 1.0, **({head: 1.0} if int(worker) == 0 else {})}
 

@@ -15,7 +15,7 @@ plugins to import, except the names ``accelkit`` itself exports.
 
 from __future__ import annotations
 
-from ..visibility import NOTHING_VISIBLE, join_ids, relative_ids, split_ids
+from ..visibility import NOTHING_VISIBLE, is_index, join_ids, relative_ids, split_ids
 from ._drm import drm_devices
 from ._facts import (
     decode,
@@ -57,6 +57,7 @@ __all__ = [
     "first_json",
     "first_records",
     "import_library",
+    "is_index",
     "join_ids",
     "json_records",
     "library_session",
