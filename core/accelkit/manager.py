@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, ClassVar, Optional
 
 from .device import Device
 from .placement import LOWEST_FREE, PLACEMENTS, Placement
-from .policy import FamilyPolicy, check_quantity
+from .policy import FamilyPolicy
 from .visibility import NOTHING_VISIBLE, is_index, join_ids, split_ids
 
 if TYPE_CHECKING:
@@ -146,13 +146,7 @@ class AcceleratorManager:
         The default applies the declared rule (``fractional``, ``allowed_quantities``); a manager
         that overrides it has a rule no node JSON can carry (see :meth:`policy`).
         """
-        return check_quantity(
-            quantity,
-            family=self.name,
-            resource=self.resource_name,
-            fractional=self.fractional,
-            allowed=self.allowed_quantities,
-        )
+        return self.policy().validate_quantity(quantity)
 
     def policy(self) -> FamilyPolicy:
         """The family's scheduling rules as data, for a node's JSON (``Node.to_dict``)."""
