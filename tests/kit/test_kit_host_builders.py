@@ -92,10 +92,14 @@ def test_the_nvidia_and_amd_fake_library_builders_are_public() -> None:
     import accelkit.testing.fakes.amd as amd
     import accelkit.testing.fakes.nvidia as nvidia
 
-    for name in ("fake_pynvml", "fake_gpus", "FakeGpu", "FakeMig"):
-        assert getattr(nvidia, name) is getattr(kit, name)
-    for name in ("fake_amdsmi", "fake_amdgpus", "FakeAmdGpu"):
-        assert getattr(amd, name) is getattr(kit, name)
+    # by name, not identity: pytester runs restore sys.modules, so a module may be imported twice
+    for module, names in (
+        (nvidia, ("fake_pynvml", "fake_gpus", "FakeGpu", "FakeMig")),
+        (amd, ("fake_amdsmi", "fake_amdgpus", "FakeAmdGpu")),
+    ):
+        for name in names:
+            public = getattr(kit, name)
+            assert (public.__module__, public.__qualname__) == (module.__name__, name)
     nvml = fakes.fake_pynvml(fakes.fake_gpus(2, "NVIDIA H100 80GB HBM3"))
     nvml.nvmlInit()
     assert nvml.nvmlDeviceGetCount() == 2

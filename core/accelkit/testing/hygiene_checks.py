@@ -5,11 +5,10 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections.abc import Sequence
 
+from ..host import LocalHost, ProbeError
+from ._imports import new_modules
 from .audit import VENDOR_LIBRARIES
 from .catalog import check
 from .packaging_checks import entries_for
@@ -42,42 +41,15 @@ HEAVY_MODULES = VENDOR_LIBRARIES | frozenset(
 
 IMPORT_TIMEOUT = 60.0
 
-_PROBE = """
-import importlib, json, sys
-request = json.loads(sys.stdin.read())
-sys.path[:] = request["path"]
-before = set(sys.modules)
-try:
-    for name in request["modules"]:
-        importlib.import_module(name)
-except BaseException as exc:
-    print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
-else:
-    print(json.dumps({"modules": sorted(set(sys.modules) - before)}))
-"""
-
 
 def imported_by(modules: Sequence[str]) -> list[str]:
     """Top-level modules a fresh interpreter gains by importing ``modules`` (with our sys.path)."""
     shown = " and ".join(modules)
-    request = json.dumps({"path": sys.path, "modules": list(modules)})
-    result = subprocess.run(
-        [sys.executable, "-c", _PROBE],
-        input=request,
-        capture_output=True,
-        text=True,
-        timeout=IMPORT_TIMEOUT,
-    )
-    lines = result.stdout.strip().splitlines()
-    if not lines:
-        raise AssertionError(
-            f"importing {shown} in a fresh interpreter died (exit {result.returncode}): "
-            f"{result.stderr.strip()[-500:]}"
-        )
-    reply = json.loads(lines[-1])
-    if "error" in reply:
-        raise AssertionError(f"importing {shown} in a fresh interpreter failed: {reply['error']}")
-    return sorted({name.partition(".")[0] for name in reply["modules"]})
+    try:
+        added = LocalHost().probe(new_modules, list(modules), timeout=IMPORT_TIMEOUT)
+    except (ImportError, ProbeError, TimeoutError) as exc:
+        raise AssertionError(f"importing {shown} in a fresh interpreter failed: {exc}") from None
+    return sorted({name.partition(".")[0] for name in added})
 
 
 @check("hygiene")
