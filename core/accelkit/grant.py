@@ -17,12 +17,23 @@ from ._json import check_keys, check_version
 from .device import Device
 from .errors import PluginError, PluginWarning
 from .settings import flag
+from .visibility import is_index
 
 if TYPE_CHECKING:
     from .manager import AcceleratorManager
     from .registry import Registry
 
-__all__ = ["NOSET_PREFIX", "SCHEMA_VERSION", "Grant"]
+__all__ = ["LOCAL_DEVICES_PREFIX", "NOSET_PREFIX", "SCHEMA_VERSION", "Grant", "numeric_order"]
+
+LOCAL_DEVICES_PREFIX = "ACCELKIT_LOCAL_DEVICES_"
+"""``ACCELKIT_LOCAL_DEVICES_<FAMILY>=2,3``: the worker's own devices, by position in the visible
+list, when ``Grant.env(peers=...)`` shows it its peers' devices too."""
+
+
+def numeric_order(device_id: str) -> tuple[int, int, str]:
+    """Sort key: numeric ids by value ("2" before "10"), then the others by text."""
+    return (0, int(device_id), "") if is_index(device_id) else (1, 0, device_id)
+
 
 SCHEMA_VERSION = 1
 """Version of :meth:`Grant.to_dict`'s layout; readers refuse another rather than guess."""
@@ -142,6 +153,7 @@ class Grant:
         hide_others: bool = False,
         hooks: bool = True,
         registry: Optional[Registry] = None,
+        peers: Sequence[Grant] = (),
     ) -> dict[str, Optional[str]]:
         """The variables to set in the worker's environment (None: unset that variable).
 
@@ -159,6 +171,13 @@ class Grant:
         The families' plugins come from ``registry`` (None: the default one); a family whose
         plugin is not loaded is a :class:`~accelkit.PluginError` naming it.
 
+        ``peers`` are the grants of workers that run beside this one on the node (a training
+        job's workers). Collectives between them need each other's devices visible: for a family
+        that declares ``shared_visibility`` the worker then sees the union of every peer's ids,
+        in numeric order ("2,10", never "10,2"), and ``ACCELKIT_LOCAL_DEVICES_<FAMILY>`` names
+        its own devices by position in that list (``accelkit.runtime.devices`` reads it). A
+        family whose devices are exclusive (Neuron cores) keeps only the worker's own ids.
+
         With ``hooks``, plugins' ``accelkit_worker_env`` hooks add advisory variables (the
         built-in ``hints`` plugin writes framework memory fractions for shared devices); one
         already set in ``base_env`` is kept as the user set it. No value is ever written with
@@ -172,6 +191,8 @@ class Grant:
         granted = self.ids_by_family()
         hidden = [f for f in self.families if f not in granted] if hide_others else []
         env: dict[str, Optional[str]] = {}
+        if peers:
+            granted, env = self._shared(plugins, granted, peers)
         # Hidden families first, so a granted family's variables win where two families share one.
         for family, ids in [*((f, []) for f in hidden), *granted.items()]:
             if flag(inherited, NOSET_PREFIX + family.upper()):
@@ -200,6 +221,22 @@ class Grant:
                         stacklevel=2,
                     )
         return env
+
+    def _shared(
+        self, plugins: Registry, granted: dict[str, list[str]], peers: Sequence[Grant]
+    ) -> tuple[dict[str, list[str]], dict[str, Optional[str]]]:
+        """The ids each family shows with ``peers`` visible too, and the local-device variables."""
+        shown: dict[str, list[str]] = {}
+        local: dict[str, Optional[str]] = {}
+        for family, ids in granted.items():
+            if not _manager(plugins, family).shared_visibility:
+                shown[family] = ids
+                continue
+            union = {*ids, *(i for peer in peers for i in peer.ids_by_family().get(family, []))}
+            shown[family] = sorted(union, key=numeric_order)
+            positions = (str(shown[family].index(i)) for i in ids)
+            local[LOCAL_DEVICES_PREFIX + family.upper()] = ",".join(positions)
+        return shown, local
 
     def _warn_on_crossing(
         self,

@@ -82,8 +82,17 @@ class AcceleratorManager:
     framework_device: ClassVar[Optional[str]] = None
     """The device name frameworks use (``"cuda"``, ``"xpu"``, ``"hpu"``, ``"npu"``)."""
 
+    framework_device_indexed: ClassVar[bool] = True
+    """Whether the framework device names one device (``"cuda:1"``) or the process's one
+    device (Gaudi's ``"hpu"``)."""
+
     collective_backend: ClassVar[Optional[str]] = None
     """The collective-communication backend (``"nccl"``, ``"hccl"``, ...)."""
+
+    shared_visibility: ClassVar[bool] = False
+    """Whether workers on one node may see each other's devices (``Grant.env(peers=...)``), as
+    collectives between co-located workers need; False where devices are exclusive to one
+    process (Neuron cores, TPU chips behind libtpu)."""
 
     replaces: ClassVar[Optional[str]] = None
     """The family of a built-in this plugin deliberately replaces (a vendor's own plugin)."""

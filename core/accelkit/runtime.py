@@ -8,11 +8,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Optional
 
 from .errors import PluginWarning
+from .visibility import is_index
 
 if TYPE_CHECKING:
+    from .grant import Grant
     from .registry import Registry
 
-__all__ = ["visible_ids"]
+__all__ = ["FRAMEWORKS", "devices", "visible_ids"]
 
 
 def visible_ids(
@@ -45,3 +47,81 @@ def visible_ids(
             ids = []
         visible[manager.name] = None if ids is None else [str(i) for i in ids]
     return visible
+
+
+FRAMEWORKS = ("torch",)
+"""Frameworks :func:`devices` names devices for."""
+
+
+def devices(
+    framework: str = "torch",
+    *,
+    env: Optional[Mapping[str, str]] = None,
+    grant: Optional[Grant] = None,
+    registry: Optional[Registry] = None,
+) -> list[str]:
+    """The framework's names for the devices this worker was given: ``["cuda:0", "cuda:1"]``.
+
+    Visibility variables renumber devices, so a worker's devices are ``<name>:0`` .. ``n-1`` in
+    the order the variable lists them, whatever their ids on the host (``CUDA_VISIBLE_DEVICES=
+    4,5`` gives ``cuda:0`` and ``cuda:1``); with ``ACCELKIT_LOCAL_DEVICES_<FAMILY>`` (peers'
+    devices visible too, ``Grant.env(peers=...)``) only the worker's own positions. The name is
+    the family's declared ``framework_device``; a family that uses its devices as one (Gaudi)
+    gives its bare name (``"hpu"``). A family counts when its own variable is set (or the grant
+    names it), not when it reads another family's (HIP falls back to ``CUDA_VISIBLE_DEVICES``).
+    No accelerator: ``["cpu"]``.
+
+    ``grant`` is the worker's grant, when it is known: a ``ValueError`` then says so when the
+    environment does not show the granted ids (a worker started without its grant's
+    environment sees the wrong devices, or all of them).
+    """
+    from .grant import LOCAL_DEVICES_PREFIX
+    from .registry import resolve
+
+    if framework not in FRAMEWORKS:
+        raise ValueError(f"no device names for framework {framework!r}; known: {FRAMEWORKS}")
+    source: Mapping[str, str] = os.environ if env is None else env
+    plugins = resolve(registry)
+    assigned = {} if grant is None else grant.ids_by_family()
+    names: list[str] = []
+    for family, ids in visible_ids(source, registry=plugins).items():
+        own = assigned.get(family)
+        manager = plugins.get_manager(family)
+        if own is None and manager.visible_devices_env_var not in source:
+            continue  # read through another family's variable (HIP falls back to CUDA's)
+        if ids is None:
+            if own is not None:
+                raise ValueError(
+                    f"the grant gives {family} devices {own}, but this worker's environment "
+                    "does not restrict the family, so it would use every device: start the "
+                    "worker with grant.env()"
+                )
+            continue
+        if own is not None and not set(own) <= set(ids):
+            raise ValueError(
+                f"the grant gives {family} devices {own}, but this worker's environment shows "
+                f"{ids}: start the worker with grant.env()"
+            )
+        if not ids or manager.framework_device is None:
+            continue
+        positions = _local_positions(source.get(LOCAL_DEVICES_PREFIX + family.upper()), ids)
+        if own is not None:
+            positions = [ids.index(i) for i in own]
+        if not manager.framework_device_indexed:
+            names.append(manager.framework_device)
+            continue
+        names += [f"{manager.framework_device}:{p}" for p in positions]
+    return names or ["cpu"]
+
+
+def _local_positions(value: Optional[str], ids: list[str]) -> list[int]:
+    """The worker's own positions among the visible ``ids`` (all of them when unset)."""
+    if value is None:
+        return list(range(len(ids)))
+    tokens = [t.strip() for t in value.split(",") if t.strip()]
+    if not all(is_index(t) and int(t) < len(ids) for t in tokens):
+        raise ValueError(
+            f"ACCELKIT_LOCAL_DEVICES_*={value!r} does not name positions among the {len(ids)} "
+            "visible devices"
+        )
+    return [int(t) for t in tokens]

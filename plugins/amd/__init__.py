@@ -68,6 +68,7 @@ class AmdManager(AcceleratorManager):
     env_vars_read = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
     framework_device = "cuda"
     collective_backend = "nccl"
+    shared_visibility = True
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
         """``ROCR_VISIBLE_DEVICES``, then HIP's (or CUDA's) positions within ROCr's list."""

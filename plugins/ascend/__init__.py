@@ -44,6 +44,7 @@ class AscendManager(AcceleratorManager):
     env_vars_read = (RUNTIME_VAR, "ASCEND_VISIBLE_DEVICES")
     framework_device = "npu"
     collective_backend = "hccl"
+    shared_visibility = True
 
     def detect(self, host: Host) -> list[Device]:
         """pyACL in a probe process, else npu-smi's chip map, its card list, then /dev."""

@@ -60,7 +60,9 @@ class GaudiManager(AcceleratorManager):
     allowed_quantities = (1, 2, 4, 8)
     placement = ALIGNED_BLOCKS
     framework_device = "hpu"
+    framework_device_indexed = False  # a process uses its HPUs as one "hpu" device
     collective_backend = "hccl"
+    shared_visibility = True
 
     def matches(self, token: str, device: Device) -> bool:
         """Module ids only: token "3" is module 3, never the fourth card in some order."""

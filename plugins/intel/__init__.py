@@ -72,6 +72,7 @@ class IntelManager(AcceleratorManager):
     env_vars_read = ("ONEAPI_DEVICE_SELECTOR", "ZE_AFFINITY_MASK", "ZE_FLAT_DEVICE_HIERARCHY")
     framework_device = "xpu"
     collective_backend = "xccl"  # PyTorch's own XPU backend (oneCCL); IPEX's older one is "ccl"
+    shared_visibility = True
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
         """``ZE_AFFINITY_MASK`` first, then ``ONEAPI_DEVICE_SELECTOR``'s ids relative to it."""

@@ -61,6 +61,7 @@ class NvidiaManager(AcceleratorManager):
     env_vars_read = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES")
     framework_device = "cuda"
     collective_backend = "nccl"
+    shared_visibility = True
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
         """CUDA's reading: ids up to the first token CUDA would not accept (it stops there);

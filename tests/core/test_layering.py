@@ -50,7 +50,8 @@ LAYERS = {
     "runtime": 5,
     "request": 5,
     "snapshot": 5,
-    # 6: allocation
+    # 6: allocation and training plans
+    "scaling": 6,
     "allocator": 6,
     # 7: faces
     "cli": 7,

@@ -1,0 +1,325 @@
+"""Training plans: the seed's "Configuring Scale and Accelerators" examples, any family, TPU
+slices, backends, framework devices and shared visibility for co-located workers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import accelkit
+import pytest
+from accelkit.runtime import devices
+from accelkit.scaling import ScalingConfig, tpu_slice
+from hypothesis import given
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def builtins_and_example(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("ACCELKIT_DISABLE_PLUGINS", "ACCELKIT_DISABLE_PLUGIN_AUTOLOAD"):
+        monkeypatch.delenv(name, raising=False)
+    accelkit.registry.reset()
+
+
+# -- the seed's examples -------------------------------------------------------------------------
+def test_eight_workers_with_one_gpu_each() -> None:
+    plan = ScalingConfig(num_workers=8, use_gpu=True)
+    assert plan.per_worker_resources == {"CPU": 1.0, "GPU": 1.0}
+    assert plan.total_resources == {"CPU": 8.0, "GPU": 8.0}
+    assert plan.bundles == [{"CPU": 1.0, "GPU": 1.0}] * 8
+    assert plan.backend == "nccl"
+
+
+def test_two_gpus_per_worker() -> None:
+    plan = ScalingConfig(num_workers=4, use_gpu=True, resources_per_worker={"GPU": 2})
+    assert plan.per_worker_resources == {"GPU": 2.0, "CPU": 1.0}
+    assert plan.total_resources == {"GPU": 8.0, "CPU": 4.0}
+
+
+def test_half_a_gpu_and_four_cpus_per_worker() -> None:
+    plan = ScalingConfig(num_workers=10, use_gpu=True, resources_per_worker={"CPU": 4, "GPU": 0.5})
+    assert plan.per_worker_resources == {"CPU": 4.0, "GPU": 0.5}
+    assert plan.total_resources == {"CPU": 40.0, "GPU": 5.0}
+
+
+def test_a_tenth_of_a_gpu_adds_up_exactly() -> None:
+    plan = ScalingConfig(num_workers=10, use_gpu=True, resources_per_worker={"GPU": 0.1})
+    assert plan.total_resources["GPU"] == 1.0
+
+
+def test_an_accelerator_type_lands_every_worker_on_it() -> None:
+    plan = ScalingConfig(num_workers=2, use_gpu=True, accelerator_type="A100")
+    assert plan.accelerator_type_demand == {"accelerator_type:A100": 0.001}
+    assert plan.bundles[1] == {"CPU": 1.0, "GPU": 1.0, "accelerator_type:A100": 0.001}
+    assert plan.total_resources["accelerator_type:A100"] == 0.002
+
+
+def test_a_v6e_4x4_slice_with_one_worker_per_host() -> None:
+    plan = ScalingConfig(num_workers=4, use_tpu=True, accelerator_type="TPU-V6E", topology="4x4")
+    assert plan.tpu is not None and plan.tpu.pod_type == "v6e-16"
+    assert plan.per_worker_resources == {"CPU": 1.0, "TPU": 4.0}
+    assert plan.bundles[0] == {"CPU": 1.0, "TPU": 4.0, "TPU-v6e-16-head": 1.0}
+    assert plan.bundles[1] == {"CPU": 1.0, "TPU": 4.0}
+    assert plan.total_resources == {"CPU": 4.0, "TPU": 16.0, "TPU-v6e-16-head": 1.0}
+    assert plan.slices == 1
+    assert plan.backend == "xla"
+
+
+def test_eight_v6e_4x4_workers_fill_two_slices_or_halve_their_hosts() -> None:
+    two_slices = ScalingConfig(8, use_tpu=True, accelerator_type="v6e", topology="4x4")
+    assert two_slices.slices == 2 and two_slices.per_worker_resources["TPU"] == 4.0
+    one_slice = ScalingConfig(
+        8, use_tpu=True, accelerator_type="v6e", topology="4x4", resources_per_worker={"TPU": 2}
+    )
+    assert one_slice.slices == 1 and one_slice.total_resources["TPU"] == 16.0
+
+
+# -- any family through accelerator= ---------------------------------------------------------------
+def test_neuron_cores_are_whole_and_use_xla() -> None:
+    plan = ScalingConfig(2, accelerator="neuron", resources_per_worker={"neuron_cores": 8})
+    assert plan.per_worker_resources == {"neuron_cores": 8.0, "CPU": 1.0}
+    assert plan.backend == "xla"
+    with pytest.raises(ValueError, match=r"neuron_cores 0\.5 is refused: .*fractional"):
+        ScalingConfig(2, accelerator="neuron_cores", resources_per_worker={"neuron_cores": 0.5})
+
+
+def test_gaudi_takes_aligned_module_groups_and_hccl() -> None:
+    plan = ScalingConfig(4, accelerator="gaudi", resources_per_worker={"HPU": 2})
+    assert plan.total_resources == {"HPU": 8.0, "CPU": 4.0}
+    assert plan.backend == "hccl"
+    with pytest.raises(ValueError, match=r"HPU 3 is refused: .*1, 2, 4, 8"):
+        ScalingConfig(1, accelerator="HPU", resources_per_worker={"HPU": 3})
+
+
+def test_a_third_party_family_is_first_class() -> None:
+    plan = ScalingConfig(3, accelerator="acme")
+    assert plan.per_worker_resources == {"CPU": 1.0, "ACME": 1.0}
+    assert plan.backend == "gloo"  # the example plugin declares no collective backend
+    assert ScalingConfig(1, accelerator="acme", backend="mpi").backend == "mpi"
+
+
+def test_backends_come_from_the_families() -> None:
+    backends = {
+        family: ScalingConfig(1, accelerator=family).backend
+        for family in ("nvidia", "amd", "intel", "ascend", "gaudi", "neuron", "tpu")
+    }
+    assert backends == {
+        "nvidia": "nccl",
+        "amd": "nccl",
+        "intel": "xccl",
+        "ascend": "hccl",
+        "gaudi": "hccl",
+        "neuron": "xla",
+        "tpu": "xla",
+    }
+    assert ScalingConfig(4).backend == "gloo"
+    assert ScalingConfig(4).per_worker_resources == {"CPU": 1.0}
+
+
+# -- refusals name the value and what would be right ---------------------------------------------
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"resources_per_worker": {"GPU": 1}}, r"asks for GPU 1, .*set use_gpu=True"),
+        ({"use_gpu": True, "resources_per_worker": {"GPU": 0}}, r"gives each worker GPU 0"),
+        ({"use_gpu": True, "use_tpu": True}, r"one accelerator, got GPU and TPU"),
+        ({"use_gpu": True, "accelerator": "neuron"}, r"one accelerator, got GPU and neuron_cores"),
+        ({"use_tpu": True}, r"4 TPU workers need the slice .*accelerator_type.*topology"),
+        (
+            {"use_gpu": True, "resources_per_worker": {"GPU": 1.5}},
+            r"resources_per_worker\['GPU'\] 1\.5 is above 1",
+        ),
+        ({"accelerator": "mlu"}, r"accelerator 'mlu' is no family or resource; known: "),
+        ({"accelerator_type": "A100"}, r"accelerator_type 'A100' needs an accelerator"),
+        ({"use_gpu": True, "resources_per_worker": {"CPU": -1}}, r"resources_per_worker\['CPU'\]"),
+    ],
+)
+def test_refusals_say_what_is_wrong(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ScalingConfig(4, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("workers", "kwargs", "message"),
+    [
+        (6, {}, r"6 workers with 4 chips each do not fill whole v6e-16 slices .*multiple of 4"),
+        (4, {"resources_per_worker": {"TPU": 3}}, r"TPU 3 per worker does not divide the 4 chips"),
+        (0, {}, r"num_workers must be a whole number of at least 1, not 0"),
+    ],
+)
+def test_tpu_refusals(workers: int, kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ScalingConfig(
+            workers,
+            use_tpu=True,
+            accelerator_type="v6e",
+            topology="4x4",
+            **kwargs,  # type: ignore[arg-type]
+        )
+
+
+# -- TPU slices ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("accelerator_type", "topology", "chips", "per_host", "hosts", "pod_type"),
+    [
+        ("v4", "2x2x1", 4, 4, 1, "v4-8"),
+        ("v4", "2x2x2", 8, 4, 2, "v4-16"),
+        ("TPU-V5P", "2x2x4", 16, 4, 4, "v5p-32"),
+        ("v5e", "2x4", 8, 8, 1, "v5litepod-8"),
+        ("TPU-V5LITEPOD", "4x4", 16, 4, 4, "v5litepod-16"),
+        ("v6e", "1x1", 1, 1, 1, "v6e-1"),
+        ("v6e", "2x2", 4, 4, 1, "v6e-4"),
+        ("v6e", "2x4", 8, 8, 1, "v6e-8"),
+        ("v6e-16", "4x4", 16, 4, 4, "v6e-16"),
+        ("v6e", "16x16", 256, 4, 64, "v6e-256"),
+        ("tpu7x", "2x2x2", 8, 4, 2, "v7x-16"),
+        ("v3", "4x4", 16, 4, 4, "v3-32"),
+    ],
+)
+def test_slices(
+    accelerator_type: str, topology: str, chips: int, per_host: int, hosts: int, pod_type: str
+) -> None:
+    found = tpu_slice(accelerator_type, topology)
+    assert (found.chips, found.chips_per_host, found.hosts, found.pod_type) == (
+        chips,
+        per_host,
+        hosts,
+        pod_type,
+    )
+
+
+@pytest.mark.parametrize(
+    ("accelerator_type", "topology", "message"),
+    [
+        ("v6e", "3x3", r"v6e has no topology '3x3'; its topologies are 1x1, 2x2, 2x4, 4x4"),
+        ("v4", "4x4", r"v4 topology '4x4' is not 3 positive whole numbers joined by 'x'"),
+        ("v6e", "2x2x2", r"is not 2 positive whole numbers"),
+        ("v4", "3x1x1", r"3 chips, which do not fill hosts of 4"),
+        ("v6e-32", "4x4", r"'v6e-32' is a 32-core slice, but topology '4x4' makes v6e-16"),
+        ("v9z", "4x4", r"unknown TPU generation in 'v9z'"),
+        ("v6e-x", "4x4", r"the pod-type size 'x' is not a number"),
+    ],
+)
+def test_slice_refusals(accelerator_type: str, topology: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        tpu_slice(accelerator_type, topology)
+
+
+@given(
+    st.sampled_from(["v4", "v5p", "v7x"]),
+    st.tuples(*(st.sampled_from([1, 2, 4, 8, 16]) for _ in range(3))),
+)
+def test_three_d_slices_fill_whole_hosts(generation: str, dims: tuple[int, int, int]) -> None:
+    topology = "x".join(map(str, dims))
+    chips = dims[0] * dims[1] * dims[2]
+    if chips % 4:  # 3-D generations start at 2x2x1: a host's 4 chips
+        with pytest.raises(ValueError, match="do not fill hosts of 4"):
+            tpu_slice(generation, topology)
+        return
+    found = tpu_slice(generation, topology)
+    assert found.chips == chips == found.hosts * found.chips_per_host
+    assert found.pod_type == f"{generation}-{chips * 2}"
+
+
+@given(st.sampled_from(["v5e", "v6e"]), st.sampled_from(["1x1", "2x2", "2x4", "4x4", "4x8", "8x8"]))
+def test_two_d_slices_count_chips(generation: str, topology: str) -> None:
+    found = tpu_slice(generation, topology)
+    assert found.hosts * found.chips_per_host == found.chips
+    assert found.pod_type.endswith(f"-{found.chips}")
+
+
+@given(st.text(max_size=12))
+def test_any_topology_text_is_a_slice_or_a_value_error(topology: str) -> None:
+    try:
+        found = tpu_slice("v6e", topology)
+    except ValueError:
+        return
+    assert found.chips >= 1
+
+
+# -- framework devices and shared visibility ------------------------------------------------------
+def test_devices_are_renumbered_from_zero() -> None:
+    env = {"CUDA_VISIBLE_DEVICES": "4,5", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert devices("torch", env=env) == ["cuda:0", "cuda:1"]
+    assert devices(env={"ONEAPI_DEVICE_SELECTOR": "level_zero:2"}) == ["xpu:0"]
+    assert devices(env={"ASCEND_RT_VISIBLE_DEVICES": "3"}) == ["npu:0"]
+    assert devices(env={"HABANA_VISIBLE_MODULES": "0,1"}) == ["hpu"]
+    assert devices(env={}) == ["cpu"]
+    with pytest.raises(ValueError, match="no device names for framework 'tensorflow'"):
+        devices("tensorflow", env={})
+
+
+def h100_node() -> accelkit.Node:
+    from accelkit.snapshot import load_snapshot
+
+    return accelkit.detect_node(load_snapshot(ROOT / "examples" / "nodes" / "nvidia-h100-8gpu"))
+
+
+def test_a_worker_whose_env_disagrees_with_its_grant_is_told() -> None:
+    grant = accelkit.Allocator(h100_node()).acquire({"GPU": 2})
+    assert grant is not None
+    env = {k: v for k, v in grant.env({}).items() if v is not None}
+    assert devices(env=env, grant=grant) == ["cuda:0", "cuda:1"]
+    with pytest.raises(
+        ValueError, match=r"grant gives nvidia devices \['0', '1'\], but .* \['5'\]"
+    ):
+        devices(env={"CUDA_VISIBLE_DEVICES": "5"}, grant=grant)
+    with pytest.raises(ValueError, match="does not restrict the family"):
+        devices(env={}, grant=grant)
+
+
+def test_co_located_workers_see_each_others_gpus_in_numeric_order() -> None:
+    node = accelkit.detect_node(accelkit.FakeHost(), overrides={"GPU": 12})
+    allocator = accelkit.Allocator(node)
+    held = [allocator.acquire({"GPU": 1}) for _ in range(12)]
+    for grant in held:
+        assert grant is not None
+    for index in (2, 3, 10, 11):
+        allocator.release(held[index])  # type: ignore[arg-type]
+    first = allocator.acquire({"GPU": 2})
+    second = allocator.acquire({"GPU": 2})
+    assert first is not None and second is not None
+    assert first.ids == {"GPU": ["2", "3"]} and second.ids == {"GPU": ["10", "11"]}
+    env = second.env({}, peers=[first])
+    assert env["CUDA_VISIBLE_DEVICES"] == "2,3,10,11"
+    assert env["ACCELKIT_LOCAL_DEVICES_NVIDIA"] == "2,3"
+    shown = {k: v for k, v in env.items() if v is not None}
+    assert devices(env=shown) == ["cuda:2", "cuda:3"]
+    assert devices(env=shown, grant=second) == ["cuda:2", "cuda:3"]
+
+
+def test_neuron_cores_stay_exclusive_among_peers() -> None:
+    from accelkit.snapshot import load_snapshot
+
+    node = accelkit.detect_node(load_snapshot(ROOT / "examples" / "nodes" / "neuron-trn1-32xlarge"))
+    allocator = accelkit.Allocator(node)
+    first, second = allocator.acquire({"neuron_cores": 2}), allocator.acquire({"neuron_cores": 2})
+    assert first is not None and second is not None
+    env = second.env({}, peers=[first])
+    assert env["NEURON_RT_VISIBLE_CORES"] == "2-3"
+    assert not any(k.startswith("ACCELKIT_LOCAL_DEVICES") for k in env)
+
+
+def test_the_example_places_four_workers_of_two_gpus_each() -> None:
+    result = subprocess.run(
+        [sys.executable, "examples/training/plan_and_run.py", "--workers", "4", "--gpus", "2"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    reports = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["rank"] for r in reports] == [0, 1, 2, 3]
+    assert [r["devices"] for r in reports] == [
+        ["cuda:0", "cuda:1"],
+        ["cuda:2", "cuda:3"],
+        ["cuda:4", "cuda:5"],
+        ["cuda:6", "cuda:7"],
+    ]
+    assert {r["backend"] for r in reports} == {"nccl"}
+    assert {r["visible"] for r in reports} == {"0,1,2,3,4,5,6,7"}
