@@ -158,8 +158,10 @@ class Grant:
         """The variables to set in the worker's environment (None: unset that variable).
 
         Each granted family writes its own variables (``visibility_env``), which also
-        neutralise the layers stacked on them. Families of the node that the grant does not
-        touch are left as inherited, unless ``hide_others`` makes them see nothing.
+        neutralise the layers stacked on them, but never another node family's primary
+        variable (AMD's rule unsets ``CUDA_VISIBLE_DEVICES``, which NVIDIA owns on a mixed
+        node). Families of the node that the grant does not touch are left as inherited, unless
+        ``hide_others`` makes them see nothing.
 
         ``base_env`` is the environment the worker inherits (default ``os.environ``: the
         caller's, which a scheduler's workers inherit). A family with
@@ -204,9 +206,8 @@ class Grant:
                 raise PluginError(
                     f"the {family} plugin's visibility_env({ids!r}) writes whitespace: {spaced}"
                 )
-            if family in granted:
-                self._warn_on_crossing(plugins, family, written, env)
-            env.update(written)
+            owned = self._owned_elsewhere(plugins, family)
+            env.update({name: value for name, value in written.items() if name not in owned})
         if hooks:
             for name, value in plugins.worker_env(self, env).items():
                 if name in inherited:
@@ -238,35 +239,20 @@ class Grant:
             local[LOCAL_DEVICES_PREFIX + family.upper()] = ",".join(positions)
         return shown, local
 
-    def _warn_on_crossing(
-        self,
-        plugins: Registry,
-        family: str,
-        written: Mapping[str, Optional[str]],
-        env: Mapping[str, Optional[str]],
-    ) -> None:
-        """Warn when a granted family writes another node family's primary variable.
+    def _owned_elsewhere(self, plugins: Registry, family: str) -> set[str]:
+        """Primary variables of the node's other families, which ``family`` must not write.
 
-        On a node with NVIDIA and AMD GPUs, AMD's grant unsets ``CUDA_VISIBLE_DEVICES`` (HIP
-        reads it relative to ROCr's list): that shows the untouched NVIDIA family every device,
-        hidden or not. The plugins must settle it; the worker is told rather than misled.
+        On a node with NVIDIA and AMD GPUs, AMD's rule unsets ``CUDA_VISIBLE_DEVICES`` (HIP
+        reads it relative to ROCr's list); written as is, that would show the NVIDIA family
+        every device, hidden or not. The owner's value (or the inherited one) stands.
         """
+        owned = set()
         for other in self.families:
-            if other == family:
-                continue
-            variable = _manager(plugins, other).visible_devices_env_var
-            if variable is None or variable not in written:
-                continue
-            if variable in env and env[variable] == written[variable]:
-                continue
-            otherwise = f"hidden as {env[variable]!r}" if variable in env else "left as inherited"
-            warnings.warn(
-                f"the {family} grant writes {variable}={written[variable]!r}, the {other} "
-                f"family's own variable, which would otherwise be {otherwise}: {other} devices "
-                "on this node may become visible to the worker",
-                PluginWarning,
-                stacklevel=3,
-            )
+            if other != family:
+                variable = _manager(plugins, other).visible_devices_env_var
+                if variable is not None:
+                    owned.add(variable)
+        return owned
 
     def _total(
         self, manager: AcceleratorManager, family: str, inherited: Mapping[str, str]

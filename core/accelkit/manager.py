@@ -66,6 +66,10 @@ class AcceleratorManager:
     nothing_visible: ClassVar[tuple[str, ...]] = NOTHING_VISIBLE
     """Values of the variable that mean "no device visible"."""
 
+    tolerates_whitespace: ClassVar[bool] = True
+    """Whether the family's runtime reads ids with spaces around them (``" 0, 1"``); False where
+    it stops at the first such token (CANN), so ``read_visible`` must too."""
+
     fractional: ClassVar[bool] = True
     """Whether a request may take a fraction (below 1) of one device."""
 

@@ -8,7 +8,7 @@ the plugins and uses these pieces.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Optional
+from typing import Callable, Optional
 
 __all__ = [
     "NOTHING_VISIBLE",
@@ -16,6 +16,8 @@ __all__ = [
     "join_ids",
     "relative_ids",
     "split_ids",
+    "stacked_ids",
+    "valid_prefix",
 ]
 
 NOTHING_VISIBLE = ("", "NoDevFiles")
@@ -43,6 +45,25 @@ def split_ids(
     return [token.strip() for token in stripped.split(",") if token.strip()]
 
 
+def valid_prefix(
+    tokens: Optional[Sequence[str]], valid: Callable[[str], object]
+) -> Optional[list[str]]:
+    """The tokens before the first one ``valid`` refuses (None stays None).
+
+    CUDA, HIP, ROCr and CANN parse their lists this way: they stop at the first token they cannot
+    read and use what came before, so ``"1,x,2"`` shows device 1 only. A family reading its
+    variable as its runtime does passes its own token rule.
+    """
+    if tokens is None:
+        return None
+    prefix: list[str] = []
+    for token in tokens:
+        if not valid(token):
+            break
+        prefix.append(token)
+    return prefix
+
+
 def join_ids(ids: Iterable[str]) -> str:
     """The variable value for ``ids``: comma-separated, no whitespace, order kept."""
     tokens = [str(i).strip() for i in ids]
@@ -66,3 +87,18 @@ def relative_ids(base: Sequence[str], tokens: Iterable[str]) -> list[str]:
         elif token in base:
             chosen.append(token)
     return chosen
+
+
+def stacked_ids(
+    base: Optional[Sequence[str]], tokens: Optional[Sequence[str]]
+) -> Optional[list[str]]:
+    """What two stacked variables show together: ``tokens`` read relative to ``base``.
+
+    ROCr's list under HIP's, ``ZE_AFFINITY_MASK`` under the SYCL selector: either alone (the
+    other unset, None) is the answer; both set is :func:`relative_ids`; neither set is None.
+    """
+    if base is None:
+        return None if tokens is None else list(tokens)
+    if tokens is None:
+        return list(base)
+    return relative_ids(base, tokens)

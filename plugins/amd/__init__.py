@@ -1,21 +1,26 @@
 """AMD Instinct GPUs (ROCm): ``ROCR_VISIBLE_DEVICES`` ids, HIP's variables read relative to it.
 
 ROCr applies ``ROCR_VISIBLE_DEVICES`` (indices or ``GPU-<unique id>`` UUIDs) first; HIP then
-applies ``HIP_VISIBLE_DEVICES``, or ``CUDA_VISIBLE_DEVICES`` when HIP's is unset, as indices
-*into ROCr's list*. A grant writes ROCr's variable and unsets the two HIP reads, because physical
-ids in both (as SLURM without AutoDetect writes them) can hide every GPU. Reading accepts every
-combination and never raises: an index past the end of ROCr's list selects nothing.
+applies ``HIP_VISIBLE_DEVICES``, or ``CUDA_VISIBLE_DEVICES`` when HIP's is unset or empty, as
+indices *into ROCr's list*. A grant writes ROCr's ids and ``HIP_VISIBLE_DEVICES=0,...,n-1`` (so
+a stale CUDA value cannot re-map them), and unsets ``CUDA_VISIBLE_DEVICES`` unless another family
+on the node owns it (the core never lets a family write another's variable). A grant of nothing
+writes ``ROCR_VISIBLE_DEVICES=""`` and unsets HIP's. Reading stops each list at its first token
+that is not an id, as HIP and ROCr do, and never raises: an index past the end selects nothing.
 
 Detection: amdsmi, else ``amd-smi list``/``static`` JSON (field names move between ROCm
-releases, so they are looked up leniently), else the KFD topology (GPU nodes in ROCr's order;
-partitions of a card in CPX/TPX mode are nodes of their own), else DRM cards deduplicated by bus
-id. The type label comes from the PCI device id, offline; an unknown id keeps the market name.
+releases, so they are looked up leniently), else the KFD topology (partitions of a card in
+CPX/TPX mode are nodes of their own), else DRM cards deduplicated by bus id. Whichever layer
+answers, ids are renumbered in KFD order by bus id, because that is the order ROCr counts in.
+The type label comes from the PCI device id, offline; an unknown id keeps the market name, and
+without one it is ``AMD-GPU-<device id in hex>`` (``AMD-GPU-640f``).
 Frameworks name the device ``cuda`` and the collective backend ``nccl`` on ROCm too (PyTorch's
 ``nccl`` backend runs RCCL there).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
@@ -31,13 +36,14 @@ from accelkit.detect import (
     parse_json,
     parse_memory,
     read_int,
-    relative_ids,
     run_command,
     sanitize_label,
     split_ids,
+    stacked_ids,
+    valid_prefix,
 )
 
-from .kfd import kfd_bus_id, kfd_gpu_nodes
+from .kfd import in_rocr_order, kfd_bus_id, kfd_gpu_nodes
 
 PRODUCTS = {  # PCI device id -> type label (the id is the one fact every layer, sysfs too, gives)
     0x66A1: "AMD-Instinct-MI50",
@@ -53,6 +59,7 @@ PRODUCTS = {  # PCI device id -> type label (the id is the one fact every layer,
     0x75A0: "AMD-Instinct-MI350X-OAM",
     0x75A3: "AMD-Instinct-MI355X-OAM",
 }
+ROCR_TOKEN = re.compile(r"[0-9]+|GPU-[0-9A-Za-z]+")  # an index or a ROCr UUID
 AMD_VENDOR = 0x1002
 AMD_SMI_LIST = ("amd-smi", "list", "--json")
 AMD_SMI_STATIC = ("amd-smi", "static", "--asic", "--vram", "--json")
@@ -71,25 +78,33 @@ class AmdManager(AcceleratorManager):
     shared_visibility = True
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
-        """``ROCR_VISIBLE_DEVICES``, then HIP's (or CUDA's) positions within ROCr's list."""
-        rocr = split_ids(env.get("ROCR_VISIBLE_DEVICES"), self.nothing_visible)
-        hip_value = env.get("HIP_VISIBLE_DEVICES", env.get("CUDA_VISIBLE_DEVICES"))
-        hip = split_ids(hip_value, self.nothing_visible)
-        if rocr is None or hip is None:
-            return hip if rocr is None else rocr
-        return relative_ids(rocr, hip)
+        """``ROCR_VISIBLE_DEVICES``, then HIP's (or CUDA's) positions within ROCr's list.
+
+        An empty ``HIP_VISIBLE_DEVICES`` counts as unset: HIP then reads CUDA's variable.
+        """
+        rocr = self.rocr_ids(env.get("ROCR_VISIBLE_DEVICES"))
+        hip_value = env.get("HIP_VISIBLE_DEVICES") or env.get("CUDA_VISIBLE_DEVICES")
+        return stacked_ids(rocr, self.rocr_ids(hip_value))
+
+    def rocr_ids(self, value: Optional[str]) -> Optional[list[str]]:
+        """A ROCr or HIP list up to its first token that is neither an index nor a ``GPU-``
+        UUID: both runtimes stop parsing there and use what came before."""
+        return valid_prefix(split_ids(value, self.nothing_visible), ROCR_TOKEN.fullmatch)
 
     def visibility_env(
         self, ids: Sequence[str], *, total: Optional[int] = None
     ) -> dict[str, Optional[str]]:
-        """ROCr's ids; HIP and CUDA variables unset so a stale value cannot re-map them."""
-        unset = {"HIP_VISIBLE_DEVICES": None, "CUDA_VISIBLE_DEVICES": None}
-        return {**super().visibility_env(ids, total=total), **unset}
+        """ROCr's ids, HIP's positions in them, CUDA's variable unset (see the module)."""
+        rocr = super().visibility_env(ids, total=total)
+        if not ids:
+            return {**rocr, "HIP_VISIBLE_DEVICES": None, "CUDA_VISIBLE_DEVICES": None}
+        positions = ",".join(str(n) for n in range(len(ids)))
+        return {**rocr, "HIP_VISIBLE_DEVICES": positions, "CUDA_VISIBLE_DEVICES": None}
 
     def detect(self, host: Host) -> list[Device]:
-        """amdsmi, else amd-smi's JSON, else the KFD topology, else DRM cards."""
-        layers = (("library", from_amdsmi), ("command", from_amd_smi))
-        return detect_layers(host, *layers, ("sysfs", from_kfd), ("sysfs", from_drm))
+        """amdsmi, else amd-smi's JSON, else the KFD topology, else DRM cards; in ROCr's order."""
+        layers = (("library", from_amdsmi), ("command", from_amd_smi), ("sysfs", from_kfd))
+        return in_rocr_order(host, detect_layers(host, *layers, ("sysfs", from_drm)))
 
 
 def gpu(host: Host, index: int, facts: Any, bus: object, memory: Optional[int] = None) -> Device:

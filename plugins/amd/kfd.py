@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Optional
 
-from accelkit import Host
+from accelkit import Device, Host
 from accelkit.detect import is_index, parse_int
 
-__all__ = ["kfd_bus_id", "kfd_gpu_nodes"]
+__all__ = ["in_rocr_order", "kfd_bus_id", "kfd_gpu_nodes"]
 
 
 def kfd_gpu_nodes(host: Host) -> Optional[list[dict[str, int]]]:
@@ -49,3 +49,19 @@ def kfd_bus_id(properties: Mapping[str, int]) -> Optional[str]:
 def _node_number(name: str) -> tuple[int, str]:
     """Sort key: node directories by number ("2" before "10"), anything else last."""
     return (int(name), "") if is_index(name) else (1 << 30, name)
+
+
+def in_rocr_order(host: Host, devices: list[Device]) -> list[Device]:
+    """``devices`` renumbered 0..n-1 in the order ROCr counts them: their KFD node order.
+
+    amdsmi's handle order and ``amd-smi list``'s differ from KFD's on real machines (MI350 is a
+    documented case), and ``ROCR_VISIBLE_DEVICES`` counts in KFD's, so every layer is mapped
+    onto it by PCI bus id. Partitions of one card share a bus id and keep their layer's order.
+    Without a KFD topology, or with a device it does not know, the layer's order is kept: ids
+    are then as the layer numbered them, which is the best any tool on the machine can say.
+    """
+    order = [kfd_bus_id(node) for node in kfd_gpu_nodes(host) or []]
+    if not order or any(device.pci_bus_id not in order for device in devices):
+        return devices
+    ranked = sorted(devices, key=lambda device: order.index(device.pci_bus_id))
+    return [device.replace(id=str(n), index=n) for n, device in enumerate(ranked)]

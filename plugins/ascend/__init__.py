@@ -1,9 +1,10 @@
 """Huawei Ascend: NPUs, named by logical id.
 
 ``ASCEND_RT_VISIBLE_DEVICES`` takes *logical* ids: CANN numbers the chips a machine, VM or
-container sees from 0 to N-1. ``ASCEND_VISIBLE_DEVICES`` is the container runtime's layer (host
-physical ids, also the numbers of ``/dev/davinci<N>``), so it is never read as logical ids. A
-request may take a fraction of one NPU.
+container sees from 0 to N-1, and reads the list up to its first token that is not a plain
+decimal id, a space included (``"0, 1"`` shows chip 0 only). ``ASCEND_VISIBLE_DEVICES`` is
+the container runtime's layer (host physical ids, also the numbers of ``/dev/davinci<N>``), so
+it is never read as logical ids. A request may take a fraction of one NPU.
 
 Detection: pyACL in a probe process (its initialisation can block), else ``npu-smi info -m`` (the
 NPU ID / Chip ID / Chip Logic ID / Chip Name table; a card's MCU has no logic id and is skipped),
@@ -13,6 +14,7 @@ no logic-id mapping, so they only *count* chips and number them 0..N-1 as CANN d
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, Callable, Optional
 
@@ -23,7 +25,7 @@ from accelkit.detect import (
     is_index,
     parse_colon_records,
     run_command,
-    split_ids,
+    valid_prefix,
 )
 
 from .tables import parse_aligned_table
@@ -45,6 +47,14 @@ class AscendManager(AcceleratorManager):
     framework_device = "npu"
     collective_backend = "hccl"
     shared_visibility = True
+    tolerates_whitespace = False
+
+    def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
+        """CANN's reading: logical ids up to the first token that is not a plain decimal id."""
+        value = env.get(RUNTIME_VAR)
+        if value is None:
+            return None
+        return valid_prefix(value.split(","), is_index)
 
     def detect(self, host: Host) -> list[Device]:
         """pyACL in a probe process, else npu-smi's chip map, its card list, then /dev."""
@@ -92,7 +102,7 @@ def from_acl(host: Host) -> Optional[list[Device]]:
             note(f"pyACL probe returned {found!r}, not a device count", "warning")
         return None
     ids = [str(n) for n in range(count)]
-    visible = split_ids(host.env.get(RUNTIME_VAR))
+    visible = AscendManager().read_visible(host.env)
     if visible is not None and len(visible) == count:
         ids = visible  # pyACL numbers the visible chips from 0; name them by logical id
     elif visible is not None:

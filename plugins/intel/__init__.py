@@ -36,8 +36,8 @@ from accelkit.detect import (
     join_ids,
     normalise_bus_id,
     parse_int,
-    relative_ids,
     split_ids,
+    stacked_ids,
     type_label,
 )
 
@@ -78,9 +78,7 @@ class IntelManager(AcceleratorManager):
         """``ZE_AFFINITY_MASK`` first, then ``ONEAPI_DEVICE_SELECTOR``'s ids relative to it."""
         mask = split_ids(env.get("ZE_AFFINITY_MASK"), self.nothing_visible)
         selected = level_zero_ids(env.get("ONEAPI_DEVICE_SELECTOR"), self.nothing_visible)
-        if mask is None or selected is None:
-            return selected if mask is None else mask
-        return relative_ids(mask, selected)
+        return stacked_ids(mask, selected)
 
     def visibility_env(
         self, ids: Sequence[str], *, total: Optional[int] = None

@@ -17,7 +17,6 @@ Detection: NVML (``pynvml``, no CUDA context), else ``nvidia-smi``'s CSV query, 
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
@@ -34,6 +33,7 @@ from accelkit.detect import (
     run_command,
     split_ids,
     type_label,
+    valid_prefix,
 )
 
 from .nvml import optional_call
@@ -43,7 +43,7 @@ MODELS = r"GB300|GB200|GH200|B300|B200|B100|H200|H100|H800|H20|A100|A800|A40|A30
 MODELS += r"|L40S|L40|L20|L4|T4|V100S|V100|P100|P40|P4|K80"
 TYPE_LABELS = ((r"\bRTX PRO (\d+)\b", r"RTX-PRO-\1"), (rf"\b({MODELS})\b", r"\1"))
 MIG_PROFILE = re.compile(r"\b\d+g\.\d+gb\b", re.IGNORECASE)  # "... MIG 1g.5gb" -> "A100-1g.5gb"
-CUDA_TOKEN = re.compile(r"^(\d+|GPU-[\w-]+|MIG-[\w/-]+)$")  # CUDA stops at any other token
+CUDA_TOKEN = re.compile(r"[0-9]+|GPU-[\w-]+|MIG-[\w/-]+")  # CUDA stops at any other token
 # The documented query plus the MIG mode, so that a MIG-enabled GPU is never offered whole.
 QUERY = "index,uuid,name,memory.total,pci.bus_id,mig.mode.current"
 NVIDIA_SMI = ("nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits")
@@ -67,7 +67,7 @@ class NvidiaManager(AcceleratorManager):
         """CUDA's reading: ids up to the first token CUDA would not accept (it stops there);
         ``NVIDIA_VISIBLE_DEVICES`` holds host ids for the container runtime, never CUDA's."""
         tokens = split_ids(env.get("CUDA_VISIBLE_DEVICES"), self.nothing_visible)
-        return None if tokens is None else list(itertools.takewhile(CUDA_TOKEN.match, tokens))
+        return valid_prefix(tokens, CUDA_TOKEN.fullmatch)
 
     def matches(self, token: str, device: Device) -> bool:
         """An index names a whole GPU (never a MIG instance); a UUID may be a unique prefix."""

@@ -59,15 +59,23 @@ def test_declares_the_amd_family() -> None:
         MANAGER.validate_quantity(2.5)
 
 
-def test_writes_rocr_and_unsets_what_hip_reads_relative_to_it() -> None:
+def test_writes_rocr_ids_and_hip_positions_within_them() -> None:
     assert MANAGER.visibility_env(["1", "3"]) == {
         "ROCR_VISIBLE_DEVICES": "1,3",
-        "HIP_VISIBLE_DEVICES": None,
+        "HIP_VISIBLE_DEVICES": "0,1",
         "CUDA_VISIBLE_DEVICES": None,
     }
     assert MANAGER.visibility_env(["GPU-1000000000000001"])["ROCR_VISIBLE_DEVICES"] == (
         "GPU-1000000000000001"
     )
+
+
+def test_a_grant_of_nothing_hides_every_gpu_through_rocr() -> None:
+    assert MANAGER.visibility_env([]) == {
+        "ROCR_VISIBLE_DEVICES": "",
+        "HIP_VISIBLE_DEVICES": None,
+        "CUDA_VISIBLE_DEVICES": None,
+    }
 
 
 @pytest.mark.parametrize(
@@ -92,7 +100,17 @@ def test_writes_rocr_and_unsets_what_hip_reads_relative_to_it() -> None:
             },
             ["5"],
         ),
-        ({"HIP_VISIBLE_DEVICES": "", "CUDA_VISIBLE_DEVICES": "0"}, []),
+        # an empty HIP variable is unset to HIP, which then reads CUDA's
+        ({"HIP_VISIBLE_DEVICES": "", "CUDA_VISIBLE_DEVICES": "0"}, ["0"]),
+        (
+            {"ROCR_VISIBLE_DEVICES": "4,5", "HIP_VISIBLE_DEVICES": "", "CUDA_VISIBLE_DEVICES": "1"},
+            ["5"],
+        ),
+        # every list stops at its first invalid token, as ROCr and HIP parse them
+        ({"ROCR_VISIBLE_DEVICES": "1,x,2"}, ["1"]),
+        ({"ROCR_VISIBLE_DEVICES": "x,1"}, []),
+        ({"ROCR_VISIBLE_DEVICES": "4,5,6", "HIP_VISIBLE_DEVICES": "2,-1,0"}, ["6"]),
+        ({"CUDA_VISIBLE_DEVICES": "0,1.5,2"}, ["0"]),
         # physical ids in both (SLURM without AutoDetect) select past the end: nothing visible
         ({"ROCR_VISIBLE_DEVICES": "4,5", "HIP_VISIBLE_DEVICES": "4,5"}, []),
         ({"ROCR_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "0"}, []),
@@ -120,7 +138,7 @@ def test_any_combination_of_the_three_variables_reads_without_raising(
     names = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
     env = {k: v for k, v in zip(names, (rocr, hip, cuda)) if v is not None}
     ids = MANAGER.read_visible(env)
-    assert ids is None or all(token and token.strip() == token for token in ids)
+    assert ids is None or all(token.isdecimal() or token.startswith("GPU-") for token in ids)
     if rocr is not None and ids is not None:  # HIP can only narrow ROCr's list
         assert set(ids) <= set(MANAGER.read_visible({"ROCR_VISIBLE_DEVICES": rocr}) or [])
 
@@ -308,6 +326,47 @@ def test_kfd_layer_skips_cpu_nodes_and_reads_the_bus_id(
     ]
     assert {d.type_label for d in devices} == {"AMD-Instinct-MI300X-OAM"}
     assert devices[0].memory_bytes == 196592 * fake.MIB
+
+
+def reversed_handles(amdsmi: Any) -> Any:
+    """amdsmi answering its handles in the reverse of KFD's order, as seen on MI350 machines."""
+    handles = amdsmi.amdsmi_get_processor_handles
+    amdsmi.amdsmi_get_processor_handles = lambda: list(reversed(handles()))
+    return amdsmi
+
+
+@pytest.mark.parametrize("layer", ["library", "command"])
+def test_ids_follow_kfd_order_whatever_order_a_layer_lists(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], layer: str
+) -> None:
+    """ROCR_VISIBLE_DEVICES=0 is KFD's first GPU node: a layer's own order must not leak."""
+    gpus = fake.fake_amdgpus(4)
+    if layer == "library":
+        host = host_with(tmp_path, gpus, amdsmi=reversed_handles(fake.fake_amdsmi(gpus)))
+    else:
+        listed = json.loads(fake.amd_smi_list_output(gpus))[::-1]
+        host = host_with(
+            tmp_path,
+            gpus,
+            listed=(0, json.dumps(listed)),
+            static=(0, fake.amd_smi_static_output(gpus)),
+        )
+    devices, _ = run_detect(MANAGER, host)
+    assert {d.source for d in devices} == {layer}
+    assert [(d.id, d.index, d.pci_bus_id, d.uuid) for d in devices] == [
+        (str(n), n, g.bus_id, g.rocr_uuid) for n, g in enumerate(gpus)
+    ]
+
+
+def test_without_kfd_a_layer_keeps_its_own_order(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    gpus = fake.fake_amdgpus(3)
+    host = host_with(tmp_path, gpus, amdsmi=reversed_handles(fake.fake_amdsmi(gpus)))
+    shutil.rmtree(tmp_path / KFD)
+    devices, _ = run_detect(MANAGER, host)
+    assert [d.pci_bus_id for d in devices] == [g.bus_id for g in reversed(gpus)]
+    assert [d.id for d in devices] == ["0", "1", "2"]
 
 
 def test_kfd_partitions_are_devices_of_their_own(

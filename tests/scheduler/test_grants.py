@@ -64,7 +64,11 @@ def test_env_is_each_granted_familys_visibility_env() -> None:
 @pytest.mark.parametrize(
     ("family", "written", "neutralised"),
     [
-        ("amd", {"ROCR_VISIBLE_DEVICES": "0"}, ["HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"]),
+        (
+            "amd",
+            {"ROCR_VISIBLE_DEVICES": "0", "HIP_VISIBLE_DEVICES": "0"},
+            ["CUDA_VISIBLE_DEVICES"],
+        ),
         ("intel", {"ONEAPI_DEVICE_SELECTOR": "level_zero:0"}, ["ZE_AFFINITY_MASK"]),
     ],
 )
@@ -97,18 +101,20 @@ def test_a_granted_family_wins_over_a_hidden_one_sharing_a_variable() -> None:
     assert env["ROCR_VISIBLE_DEVICES"] == ""
 
 
-def test_a_grant_that_unhides_another_family_says_so() -> None:
-    # AMD unsets CUDA_VISIBLE_DEVICES (HIP reads it relative to ROCr): on a node with NVIDIA
-    # GPUs too, that shows the worker every NVIDIA GPU. The plugins must settle it; until then
-    # the caller is warned instead of silently handed a leaky environment.
+def test_a_family_never_writes_another_node_familys_variable() -> None:
+    # AMD's rule unsets CUDA_VISIBLE_DEVICES (HIP reads it relative to ROCr): on a node with
+    # NVIDIA GPUs too, that would show the worker every NVIDIA GPU, hidden or not.
     node_groups = (devices("nvidia", 1), devices("amd", 1))
     alloc = Allocator(make_node(*node_groups))
     assert take_gpu(alloc).ids_by_family() == {"nvidia": ["0"]}
     amd = take_gpu(alloc)
-    with pytest.warns(registry.PluginWarning, match=r"amd grant writes CUDA_VISIBLE_DEVICES"):
-        amd.env(NO_ENV, hide_others=True, hooks=False)
-    with pytest.warns(registry.PluginWarning, match="left as inherited"):
-        amd.env(NO_ENV, hooks=False)
+    hidden = amd.env(NO_ENV, hide_others=True, hooks=False)
+    assert hidden["CUDA_VISIBLE_DEVICES"] == ""  # NVIDIA's own hiding stands
+    assert (hidden["ROCR_VISIBLE_DEVICES"], hidden["HIP_VISIBLE_DEVICES"]) == ("0", "0")
+    inherited = amd.env({"CUDA_VISIBLE_DEVICES": "0"}, hooks=False)
+    assert "CUDA_VISIBLE_DEVICES" not in inherited  # left as inherited, never unset by AMD
+    alone = Allocator(make_node(devices("amd", 1)))
+    assert take_gpu(alone).env(NO_ENV, hooks=False)["CUDA_VISIBLE_DEVICES"] is None
 
 
 def take_gpu(alloc: Allocator) -> Grant:
@@ -233,7 +239,7 @@ def test_unset_is_none() -> None:
     env = grant.env(NO_ENV, hooks=False)
     assert env == {
         "ROCR_VISIBLE_DEVICES": "0",
-        "HIP_VISIBLE_DEVICES": None,
+        "HIP_VISIBLE_DEVICES": "0",
         "CUDA_VISIBLE_DEVICES": None,
     }
 

@@ -57,7 +57,8 @@ def test_every_family_reads_back_what_a_grant_wrote_with_spaces_around_ids() -> 
         assert variable is not None
         written = manager.visibility_env(["0"])[variable]
         assert written is not None
-        assert visible_ids({variable: f" {written} "})[manager.name] == ["0"], manager.name
+        expected = ["0"] if manager.tolerates_whitespace else []  # CANN stops at a space
+        assert visible_ids({variable: f" {written} "})[manager.name] == expected, manager.name
 
 
 def test_an_unreadable_value_is_nothing_visible_and_spares_the_others() -> None:

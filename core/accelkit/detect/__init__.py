@@ -15,7 +15,15 @@ plugins to import, except the names ``accelkit`` itself exports.
 
 from __future__ import annotations
 
-from ..visibility import NOTHING_VISIBLE, is_index, join_ids, relative_ids, split_ids
+from ..visibility import (
+    NOTHING_VISIBLE,
+    is_index,
+    join_ids,
+    relative_ids,
+    split_ids,
+    stacked_ids,
+    valid_prefix,
+)
 from ._drm import drm_devices
 from ._facts import (
     decode,
@@ -76,5 +84,7 @@ __all__ = [
     "run_command",
     "sanitize_label",
     "split_ids",
+    "stacked_ids",
     "type_label",
+    "valid_prefix",
 ]

@@ -117,6 +117,8 @@ def whitespace_tolerated(subject: Subject) -> None:
     variable = manager.visible_devices_env_var
     if variable is None:
         raise Skipped("the family declares no visible_devices_env_var")
+    if not manager.tolerates_whitespace:
+        raise Skipped("the family declares that its runtime stops at a space")
     subsets = [s for s in _subsets(subject, subject.sample_ids()) if len(s) > 1] or [
         subject.sample_ids()[:1]
     ]
