@@ -43,6 +43,7 @@ MODELS = r"GB300|GB200|GH200|B300|B200|B100|H200|H100|H800|H20|A100|A800|A40|A30
 MODELS += r"|L40S|L40|L20|L4|T4|V100S|V100|P100|P40|P4|K80"
 TYPE_LABELS = ((r"\bRTX PRO (\d+)\b", r"RTX-PRO-\1"), (rf"\b({MODELS})\b", r"\1"))
 MIG_PROFILE = re.compile(r"\b\d+g\.\d+gb\b", re.IGNORECASE)  # "... MIG 1g.5gb" -> "A100-1g.5gb"
+NVML_ABSENT = ("NVMLError_LibraryNotFound", "NVMLError_DriverNotLoaded")  # no stack: info
 CUDA_TOKEN = re.compile(r"[0-9]+|GPU-[\w-]+|MIG-[\w/-]+")  # CUDA stops at any other token
 # The documented query plus the MIG mode, so that a MIG-enabled GPU is never offered whole.
 QUERY = "index,uuid,name,memory.total,pci.bus_id,mig.mode.current"
@@ -102,7 +103,7 @@ def left_out(index: object, why: str) -> list[Device]:
 
 def from_nvml(host: Host) -> Optional[list[Device]]:
     """Every GPU NVML counts, its MIG instances in place of a MIG-enabled one."""
-    with library_session(host, "pynvml", "nvmlInit", "nvmlShutdown") as nvml:
+    with library_session(host, "pynvml", "nvmlInit", "nvmlShutdown", NVML_ABSENT) as nvml:
         if nvml is None:
             return None
         count = nvml.nvmlDeviceGetCount()
@@ -124,10 +125,15 @@ def nvml_gpu(nvml: Any, index: int) -> list[Device]:
     return instances
 
 
-def nvml_facts(nvml: Any, handle: object) -> tuple[str, str, int]:
-    """Name, UUID and memory in bytes of a GPU or MIG instance handle."""
+def nvml_facts(nvml: Any, handle: object) -> tuple[str, str, Optional[int]]:
+    """Name, UUID and memory in bytes of a GPU or MIG instance handle; memory None where the
+    GPU answers "not supported" (some do), so one field never costs the whole layer."""
     name, uuid = decode(nvml.nvmlDeviceGetName(handle)), decode(nvml.nvmlDeviceGetUUID(handle))
-    return name, uuid, nvml.nvmlDeviceGetMemoryInfo(handle).total
+    memory = optional_call(nvml.nvmlDeviceGetMemoryInfo, handle, errors=nvml.NVMLError_NotSupported)
+    if memory is None:
+        note(f"{name} ({uuid}) does not report its memory to NVML")
+        return name, uuid, None
+    return name, uuid, memory.total
 
 
 def mig_instance(nvml: Any, handle: object, slot: int, parent: Device) -> list[Device]:

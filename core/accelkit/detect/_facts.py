@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Optional
 
+from ..diagnostics import note
 from ..host import Host
 from ._layers import import_library, normalise_bus_id
 
@@ -34,19 +35,30 @@ _NOT_LABEL = re.compile(r"[^A-Za-z0-9.]+")
 
 
 @contextlib.contextmanager
-def library_session(host: Host, name: str, init: str, shutdown: str) -> Iterator[Any]:
+def library_session(
+    host: Host, name: str, init: str, shutdown: str, absent: Sequence[str] = ()
+) -> Iterator[Any]:
     """A vendor management library imported and initialised for the block, then shut down.
 
     NVML (``nvmlInit``/``nvmlShutdown``) and amdsmi (``amdsmi_init``/``amdsmi_shut_down``) hold
     driver handles until shut down, also when reading a device fails half-way. Yields None (with a
-    note) when the library is not installed; an ``init`` that raises propagates, so the detection
-    layer reports it and the next layer answers.
+    note) when the library is not installed, or when ``init`` raises an exception whose class is
+    named in ``absent`` (NVML's ``NVMLError_DriverNotLoaded``: a binding with no driver behind
+    it is an absent stack, an ``info`` note). Any other ``init`` error propagates, so the
+    detection layer reports it and the next layer answers.
     """
     library = import_library(host, name)
     if library is None:
         yield None
         return
-    getattr(library, init)()
+    try:
+        getattr(library, init)()
+    except Exception as exc:
+        if not any(cls.__name__ in absent for cls in type(exc).__mro__):
+            raise
+        note(f"{name}.{init}() found no vendor stack: {type(exc).__name__}: {exc}")
+        yield None
+        return
     try:
         yield library
     finally:

@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional
 from ..device import Device
 from ..diagnostics import Level, note
 from ..host import Host, ProbeError, ProbeFunction
+from ._quiet import stdout_captured
 
 __all__ = [
     "Layer",
@@ -105,14 +106,25 @@ def normalise_bus_id(value: object) -> Optional[str]:
 
 
 def import_library(host: Host, name: str) -> Optional[ModuleType]:
-    """Import a vendor library in-process, or note why not and return None."""
-    try:
-        return host.import_module(name)
-    except ImportError:
-        note(f"Python library {name} is not installed")
-    except Exception as exc:
-        note(f"importing {name} failed: {type(exc).__name__}: {exc}", "warning")
-    return None
+    """Import a vendor library in-process, or note why not and return None.
+
+    What the library prints while importing is kept as a note, never on stdout. A binding that
+    raises ``KeyError`` or ``OSError`` while loading its C library (``import amdsmi`` without
+    ROCm) is installed without its vendor stack: an ``info`` note, like a missing library.
+    """
+    module: Optional[ModuleType] = None
+    with stdout_captured() as printed:
+        try:
+            module = host.import_module(name)
+        except ImportError:
+            note(f"Python library {name} is not installed")
+        except (KeyError, OSError) as exc:
+            note(f"{name} is installed but its C library is not: {type(exc).__name__}: {exc}")
+        except Exception as exc:
+            note(f"importing {name} failed: {type(exc).__name__}: {exc}", "warning")
+    if printed[0].strip():
+        note(f"importing {name} printed: {' '.join(printed[0].split())[:300]}")
+    return module
 
 
 def call_probe(
