@@ -36,6 +36,7 @@ __all__ = [
     "Host",
     "HostView",
     "LocalHost",
+    "ProbeEnv",
     "ProbeError",
     "natural_key",
     "resolve_under",
@@ -65,6 +66,10 @@ class ProbeError(RuntimeError):
 
 ProbeFunction = Callable[..., Any]
 """A module-level function ``f(import_module, *args)`` whose result is plain JSON data."""
+
+ProbeEnv = Mapping[str, Optional[str]]
+"""Variables a probe's process runs with, on top of this process's (None: removed): a library
+that reads its variables when first used (Level Zero's device order) sees them from the start."""
 
 CommandSpec = Union[
     "tuple[int, str]",
@@ -246,13 +251,21 @@ class Host:
         """Import a vendor library in this process (for fork-safe, non-blocking ones like NVML)."""
         raise NotImplementedError
 
-    def probe(self, function: ProbeFunction, *args: Any, timeout: Optional[float] = None) -> Any:
+    def probe(
+        self,
+        function: ProbeFunction,
+        *args: Any,
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> Any:
         """Call ``function(import_module, *args)`` where a hang or crash cannot hurt the caller.
 
         For libraries that can block or are not fork-safe (dpctl, acl, habana). ``function`` must
-        be a module-level function returning plain JSON data. Raises ``ImportError`` when the
-        library is not installed, ``TimeoutError`` after ``timeout`` seconds (default
-        :data:`DEFAULT_PROBE_TIMEOUT`) and :class:`ProbeError` when the function raises.
+        be a module-level function returning plain JSON data. ``env`` changes the probe
+        process's environment (see :data:`ProbeEnv`); this process's is never touched. Raises
+        ``ImportError`` when the library is not installed, ``TimeoutError`` after ``timeout``
+        seconds (default :data:`DEFAULT_PROBE_TIMEOUT`) and :class:`ProbeError` when the
+        function raises.
         """
         raise NotImplementedError
 
@@ -308,8 +321,14 @@ class HostView(Host):
     def import_module(self, name: str) -> ModuleType:
         return self.inner.import_module(name)
 
-    def probe(self, function: ProbeFunction, *args: Any, timeout: Optional[float] = None) -> Any:
-        return self.inner.probe(function, *args, timeout=timeout)
+    def probe(
+        self,
+        function: ProbeFunction,
+        *args: Any,
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> Any:
+        return self.inner.probe(function, *args, timeout=timeout, env=env)
 
 
 class LocalHost(Host):
@@ -370,7 +389,13 @@ class LocalHost(Host):
     def import_module(self, name: str) -> ModuleType:
         return importlib.import_module(name)
 
-    def probe(self, function: ProbeFunction, *args: Any, timeout: Optional[float] = None) -> Any:
+    def probe(
+        self,
+        function: ProbeFunction,
+        *args: Any,
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> Any:
         limit = DEFAULT_PROBE_TIMEOUT if timeout is None else timeout
         request = json.dumps(
             {
@@ -380,8 +405,14 @@ class LocalHost(Host):
                 "args": list(args),
             }
         )
+        environment = None
+        if env:
+            environment = {**os.environ, **{k: v for k, v in env.items() if v is not None}}
+            for name in (k for k, v in env.items() if v is None):
+                environment.pop(name, None)
         process = subprocess.Popen(
             [sys.executable, "-c", _PROBE_MAIN],
+            env=environment,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -457,7 +488,9 @@ class FakeHost(Host):
     ``commands``: keyed by program name (``"nvidia-smi"``) or by an argv prefix tuple
     (``("neuron-ls", "--json-output")``, longest prefix wins), valued as :data:`CommandSpec`.
     ``modules``: importable libraries by name; a value may be an exception to raise on import.
-    ``runs`` records every argv run, for tests that check what was asked.
+    ``runs`` records every argv run, and ``probe_envs`` the ``env`` of every probe (which runs
+    here, in this process, whose environment it leaves alone), for tests that check what was
+    asked.
     """
 
     def __init__(
@@ -477,6 +510,7 @@ class FakeHost(Host):
             self._commands[prefix] = spec
         self._modules = dict(modules or {})
         self.runs: list[tuple[str, ...]] = []
+        self.probe_envs: list[dict[str, Optional[str]]] = []
 
     @property
     def env(self) -> Mapping[str, str]:
@@ -513,7 +547,14 @@ class FakeHost(Host):
             raise module
         return module  # type: ignore[no-any-return]
 
-    def probe(self, function: ProbeFunction, *args: Any, timeout: Optional[float] = None) -> Any:
+    def probe(
+        self,
+        function: ProbeFunction,
+        *args: Any,
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> Any:
+        self.probe_envs.append(dict(env or {}))
         try:
             return function(self.import_module, *args)
         except (TimeoutError, ImportError):

@@ -59,6 +59,7 @@ from .host import (
     Host,
     HostView,
     LocalHost,
+    ProbeEnv,
     ProbeFunction,
     resolve_under,
 )
@@ -331,9 +332,15 @@ class RecordingHost(HostView):
     def import_module(self, name: str) -> ModuleType:
         raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
-    def probe(self, function: ProbeFunction, *args: Any, timeout: Optional[float] = None) -> Any:
+    def probe(
+        self,
+        function: ProbeFunction,
+        *args: Any,
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> Any:
         """Run the probe here, as a replay will: every library import fails."""
-        return FakeHost().probe(function, *args, timeout=timeout)
+        return FakeHost().probe(function, *args, timeout=timeout, env=env)
 
 
 # -- redaction ---------------------------------------------------------------------------------

@@ -5,19 +5,21 @@ FLAT mode (the default) each stack of a card is a root device of its own (a Max 
 Max 1100 one); in COMPOSITE or COMBINED mode a card is one. A stack is not a partition of an
 allocatable card, so it has no ``parent``; its card is its ``pci_bus_id``.
 
-``ZE_AFFINITY_MASK`` applies first and the SYCL selector's indices are read relative to its
-list, so a grant writes the selector and unsets the mask; hiding every device writes the discard
-filter ``!level_zero:*``. Reading accepts bare lists (``0,1``) and selector terms
-(``level_zero:0,1;opencl:*``; ``*`` or ``gpu`` select all).
+Ids count in PCI order in every layer: a grant writes ``ZE_ENABLE_PCI_ID_DEVICE_ORDER=1`` (Level
+Zero's own order is the driver's otherwise) and the dpctl probe runs with it. ``ZE_AFFINITY_MASK``
+applies first and the SYCL selector's indices are read relative to its list, so a grant writes
+the selector and unsets the mask; hiding every device writes ``!level_zero:*;!opencl:gpu`` (a
+Level Zero discard alone leaves the OpenCL GPUs visible). Reading accepts bare lists (``0,1``)
+and selector terms (``level_zero:0,1;opencl:*``; ``*`` or ``gpu`` select all).
 
 Integrated GPUs share the vendor id 0x8086 and take a Level Zero ordinal too, so they are
 counted but never offered. The rule: on PCI layers (xpu-smi, sysfs) an integrated GPU is the
 function at 0000:00:02.0, where Intel has always put it; dpctl gives no bus id, so there a GPU
 is discrete when its name is a discrete product ("Data Center GPU ...", "Arc ... A770").
 
-Detection: dpctl in a probe process (skipped when a visibility variable is set on the node, as
-dpctl would see only the selected devices), else ``xpu-smi discovery -j``, else DRM cards bound
-to i915 or xe, in bus order (Level Zero's order).
+Detection: dpctl in a probe process (with the node's visibility variables lifted, so it names
+every device; the core applies them to the node), else ``xpu-smi discovery -j`` (cards sorted by
+bus id), else DRM cards bound to i915 or xe, in bus order.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ DISCRETE = re.compile("|".join(pattern for pattern, _ in TYPE_LABELS), re.IGNORE
 STACKS = {"Intel-GPU-Max-1550": 2, "Intel-GPU-Max-1450": 2, "Intel-GPU-Max-1350": 2}
 INTEGRATED_BUS = "0000:00:02.0"
 XPU_SMI = ("xpu-smi", "discovery", "-j")
+PCI_ORDER = {"ZE_ENABLE_PCI_ID_DEVICE_ORDER": "1"}
+PROBE_ENV = {**PCI_ORDER, "ONEAPI_DEVICE_SELECTOR": None, "ZE_AFFINITY_MASK": None}
 Roots = list[Optional[Device]]  # a card's root devices; None for an integrated GPU
 
 
@@ -69,7 +73,12 @@ class IntelManager(AcceleratorManager):
     resource_name = "GPU"
     api_version = 2
     visible_devices_env_var = "ONEAPI_DEVICE_SELECTOR"
-    env_vars_read = ("ONEAPI_DEVICE_SELECTOR", "ZE_AFFINITY_MASK", "ZE_FLAT_DEVICE_HIERARCHY")
+    env_vars_read = (
+        "ONEAPI_DEVICE_SELECTOR",
+        "ZE_AFFINITY_MASK",
+        "ZE_FLAT_DEVICE_HIERARCHY",
+        "ZE_ENABLE_PCI_ID_DEVICE_ORDER",
+    )
     framework_device = "xpu"
     collective_backend = "xccl"  # PyTorch's own XPU backend (oneCCL); IPEX's older one is "ccl"
     shared_visibility = True
@@ -83,9 +92,10 @@ class IntelManager(AcceleratorManager):
     def visibility_env(
         self, ids: Sequence[str], *, total: Optional[int] = None
     ) -> dict[str, Optional[str]]:
-        """An empty device list is not a selector SYCL parses: hiding all discards Level Zero."""
-        selector = f"level_zero:{join_ids(ids)}" if ids else "!level_zero:*"
-        return {"ONEAPI_DEVICE_SELECTOR": selector, "ZE_AFFINITY_MASK": None}
+        """The selector in PCI order; an empty device list is not a selector SYCL parses, so
+        hiding all discards Level Zero and OpenCL GPUs."""
+        selector = f"level_zero:{join_ids(ids)}" if ids else "!level_zero:*;!opencl:gpu"
+        return {"ONEAPI_DEVICE_SELECTOR": selector, "ZE_AFFINITY_MASK": None, **PCI_ORDER}
 
     def detect(self, host: Host) -> list[Device]:
         """dpctl in a probe process, else xpu-smi's JSON, else discrete DRM cards."""
@@ -138,11 +148,9 @@ def dpctl_probe(import_module: Callable[[str], Any]) -> list[list[Any]]:
 
 
 def from_dpctl(host: Host) -> Optional[list[Device]]:
-    """Root devices as SYCL sees them, in the node's hierarchy mode."""
-    if {"ZE_AFFINITY_MASK", "ONEAPI_DEVICE_SELECTOR"} & set(host.env):
-        note("dpctl would see only the devices the node's visibility variables select: skipped")
-        return None
-    found = call_probe(host, dpctl_probe, expect=list)
+    """Root devices as SYCL sees them, in the node's hierarchy mode and in PCI order. The probe
+    runs with the node's visibility variables lifted, so it names every device."""
+    found = call_probe(host, dpctl_probe, expect=list, env=PROBE_ENV)
     cards = (card(host, name, None, None, None, size) for name, size in found or ())
     return None if found is None else numbered(cards)
 
@@ -151,8 +159,9 @@ def from_xpu_smi(host: Host) -> Optional[list[Device]]:
     """One record per card; old releases name every card "Intel(R) Graphics [0x0bd5]"."""
     records = first_records(host, XPU_SMI)
     fields = ("device_name", "pci_device_id", "pci_bdf_address", "uuid")
-    cards = (card(host, *(find_field(record, f) for f in fields)) for record in records or ())
-    return None if records is None else numbered(cards)
+    found = [[find_field(record, f) for f in fields] for record in records or ()]
+    found.sort(key=lambda facts: normalise_bus_id(facts[2]) or "")
+    return None if records is None else numbered(card(host, *facts) for facts in found)
 
 
 def from_drm(host: Host) -> Optional[list[Device]]:

@@ -25,7 +25,8 @@ GROUPED = ("Trainium2", "Trainium3")  # device names whose runtime groups 2 core
 TYPE_LABEL = "aws-neuron-core"
 SYSFS = "/sys/devices/virtual/neuron_device"
 # Newer flag first (Neuron 2.34 removed --json-output); an older neuron-ls rejects it. Both list
-# devices with neuron_device, nc_count (physical cores), bdf and memory_size (bytes).
+# devices with neuron_device, nc_count, bdf and memory_size (bytes). nc_count is already logical
+# (a trn2.48xlarge at LNC=2 lists 16 devices of 4): only sysfs counts physical cores.
 COMMANDS = (("neuron-ls", "--output-format", "json"), ("neuron-ls", "--json-output"))
 FIELDS = ("neuron_device", "nc_count", "memory_size")
 
@@ -67,7 +68,7 @@ class NeuronManager(AcceleratorManager):
         """The cores of every device neuron-ls lists (either spelling of its JSON flag)."""
         entries = first_records(host, *COMMANDS)
         chips = None if entries is None else [_chip(n, e) for n, e in enumerate(entries)]
-        return None if chips is None else self._cores(host, chips)
+        return None if chips is None else self._cores(host, chips, logical=True)
 
     def _from_sysfs(self, host: Host) -> Optional[list[Device]]:
         """The cores of every ``neuron<N>`` device directory."""
@@ -75,18 +76,21 @@ class NeuronManager(AcceleratorManager):
         chips = [_Chip(int(name[6:])) for name in names if is_index(name[6:])]
         return self._cores(host, chips) if chips else None
 
-    def _cores(self, host: Host, chips: Sequence[_Chip]) -> list[Device]:
-        """Logical cores of every device, numbered across devices in device order."""
+    def _cores(self, host: Host, chips: Sequence[_Chip], logical: bool = False) -> list[Device]:
+        """Logical cores of every device, numbered across devices in device order.
+
+        ``logical``: the chips' core counts are logical already (neuron-ls); otherwise (a count
+        missing there, or sysfs) physical cores are read and grouped by the LNC factor.
+        """
         devices: list[Device] = []
         for chip in sorted(chips, key=lambda c: c.number):
             base = f"{SYSFS}/neuron{chip.number}"
-            physical = _sysfs_cores(host, base) if chip.cores is None else chip.cores
             model = read_value(host, f"{base}/info/architecture/device_name")
-            lnc = _lnc(host.env, model)
-            if physical <= 0 or physical % lnc:
-                note(f"neuron{chip.number} has {physical} cores, grouped by {lnc}", "warning")
-            logical = physical // lnc
-            share = max(chip.memory or 0, 0) // max(logical, 1) or None  # of the device's memory
+            if logical and chip.cores is not None:
+                count = chip.cores
+            else:
+                count = _logical_cores(host, base, chip.number, _lnc(host.env, model))
+            share = max(chip.memory or 0, 0) // max(count, 1) or None  # of the device's memory
             core = Device(
                 "0",
                 type_label=TYPE_LABEL,
@@ -95,7 +99,7 @@ class NeuronManager(AcceleratorManager):
                 pci_bus_id=chip.bus_id,  # detection normalises it and adds the NUMA node
                 parent=f"neuron{chip.number}",
             )
-            devices += [core.replace(id=str(len(devices) + n)) for n in range(logical)]
+            devices += [core.replace(id=str(len(devices) + n)) for n in range(count)]
         return devices
 
     def labels(self, devices: Sequence[Device], host: Host) -> dict[str, str]:
@@ -122,10 +126,15 @@ def _chip(position: int, entry: Mapping[str, Any]) -> _Chip:
     return _Chip(position if number is None else number, cores, str(bus) if bus else None, memory)
 
 
-def _sysfs_cores(host: Host, base: str) -> int:
-    """The driver's core count for a device, or its ``neuron_core<N>`` directories."""
-    count = read_int(host, f"{base}/core_count", 10)
-    return len(host.glob(f"{base}/neuron_core[0-9]*")) if count is None else count
+def _logical_cores(host: Host, base: str, number: int, lnc: int) -> int:
+    """A device's logical cores from the driver's physical count (``core_count``, else its
+    ``neuron_core<N>`` directories) grouped by ``lnc``; a count that does not divide is noted."""
+    physical = read_int(host, f"{base}/core_count", 10)
+    if physical is None:
+        physical = len(host.glob(f"{base}/neuron_core[0-9]*"))
+    if physical <= 0 or physical % lnc:
+        note(f"neuron{number} has {physical} cores, grouped by {lnc}", "warning")
+    return max(physical, 0) // lnc
 
 
 def _lnc(env: Mapping[str, str], model: Optional[str]) -> int:

@@ -45,22 +45,29 @@ def test_declares_the_intel_family() -> None:
         "ONEAPI_DEVICE_SELECTOR",
         "ZE_AFFINITY_MASK",
         "ZE_FLAT_DEVICE_HIERARCHY",
+        "ZE_ENABLE_PCI_ID_DEVICE_ORDER",
     }
     assert (MANAGER.framework_device, MANAGER.collective_backend) == ("xpu", "xccl")
     assert MANAGER.validate_quantity(0.5) == 5000
 
 
-def test_writes_the_level_zero_selector_and_unsets_the_mask() -> None:
+def test_writes_the_level_zero_selector_in_pci_order_and_unsets_the_mask() -> None:
     assert MANAGER.visibility_env(["0", "3"]) == {
         "ONEAPI_DEVICE_SELECTOR": "level_zero:0,3",
         "ZE_AFFINITY_MASK": None,
+        "ZE_ENABLE_PCI_ID_DEVICE_ORDER": "1",
     }
     assert MANAGER.visibility_env([" 1 "])["ONEAPI_DEVICE_SELECTOR"] == "level_zero:1"
 
 
 def test_hiding_every_device_writes_a_discard_filter_that_reads_back_as_nothing() -> None:
     env = MANAGER.visibility_env([])
-    assert env == {"ONEAPI_DEVICE_SELECTOR": "!level_zero:*", "ZE_AFFINITY_MASK": None}
+    assert env == {
+        "ONEAPI_DEVICE_SELECTOR": "!level_zero:*;!opencl:gpu",  # OpenCL GPUs hidden too
+        "ZE_AFFINITY_MASK": None,
+        "ZE_ENABLE_PCI_ID_DEVICE_ORDER": "1",
+    }
+    assert MANAGER.read_visible({"ONEAPI_DEVICE_SELECTOR": "!level_zero:*;!opencl:gpu"}) == []
     assert MANAGER.read_visible({"ONEAPI_DEVICE_SELECTOR": "!level_zero:*"}) == []
 
 
@@ -255,18 +262,47 @@ def test_dpctl_probe_returns_plain_data_and_needs_dpctl() -> None:
     assert json.loads(json.dumps(found)) == found  # crosses the probe process boundary
 
 
+def test_the_dpctl_probe_runs_in_pci_order_with_the_visibility_variables_lifted(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    """Level Zero reads its variables when dpctl lists devices: the probe's process gets PCI
+    order and no selector (the core applies the node's), and this process's stays as it was."""
+    host = host_with(tmp_path, [], dpctl=fake.fake_dpctl([("Intel(R) Arc(TM) A770", GIB)]))
+    before = dict(os.environ)
+    run_detect(MANAGER, host)
+    assert host.probe_envs == [
+        {
+            "ZE_ENABLE_PCI_ID_DEVICE_ORDER": "1",
+            "ONEAPI_DEVICE_SELECTOR": None,
+            "ZE_AFFINITY_MASK": None,
+        }
+    ]
+    assert dict(os.environ) == before
+
+
 @pytest.mark.parametrize("variable", ["ZE_AFFINITY_MASK", "ONEAPI_DEVICE_SELECTOR"])
-def test_dpctl_is_skipped_when_the_node_restricts_what_it_sees(
-    tmp_path: pathlib.Path, run_detect: Callable[..., Any], variable: str
+def test_a_visibility_variable_on_the_node_keeps_the_type_dpctl_alone_knows(
+    tmp_path: pathlib.Path, variable: str
+) -> None:
+    """Only dpctl answers (no xpu-smi, no sysfs): the node's variable narrows what is visible
+    and must not cost the label."""
+    roots = [("Intel(R) Data Center GPU Max 1100", 48 * GIB)] * 2
+    host = host_with(tmp_path, [], dpctl=fake.fake_dpctl(roots), env={variable: "1"})
+    node = accelkit.detect_node(host)
+    assert [(d.id, d.type_label) for d in node.devices] == [("1", "Intel-GPU-Max-1100")]
+    assert node.labels["accelkit/accelerator-type"] == "Intel-GPU-Max-1100"
+
+
+def test_xpu_smi_cards_are_numbered_in_pci_order(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
 ) -> None:
     cards = fake.fake_cards(2)
-    dpctl = fake.fake_dpctl([("Intel(R) Data Center GPU Max 1550", 64 * GIB)])
-    host = host_with(
-        tmp_path, cards, dpctl=dpctl, xpu_smi=(0, fake.xpu_smi_output(cards)), env={variable: "0"}
-    )
-    devices, notes = run_detect(MANAGER, host)
-    assert [(d.id, d.source) for d in devices] == [("0", "command"), ("1", "command")]
-    assert "dpctl would see only the devices" in notes
+    listed = json.loads(fake.xpu_smi_output(cards))
+    listed["device_list"].reverse()
+    host = host_with(tmp_path, cards, xpu_smi=(0, json.dumps(listed)))
+    devices, _ = run_detect(MANAGER, host)
+    assert [d.pci_bus_id for d in devices] == sorted(d.pci_bus_id for d in devices)
+    assert [d.id for d in devices] == [str(n) for n in range(len(devices))]
 
 
 def test_a_failing_dpctl_probe_gives_the_next_layer(

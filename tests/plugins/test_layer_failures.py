@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional, Union
 import accelkit
 import pytest
 from accelkit.diagnostics import Diagnostic, collecting
-from accelkit.host import FakeHost, ProbeFunction
+from accelkit.host import FakeHost, ProbeEnv, ProbeFunction
 from accelkit.manager import AcceleratorManager
 from accelkit.testing.fakes import amd, ascend, gaudi, intel, neuron, nvidia, tpu
 
@@ -252,7 +252,13 @@ class ProbeAnswers(FakeHost):
         super().__init__(**kwargs)
         self.answer = answer
 
-    def probe(self, function: ProbeFunction, *args: Any, timeout: Optional[float] = None) -> Any:
+    def probe(
+        self,
+        function: ProbeFunction,
+        *args: Any,
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> Any:
         return self.answer
 
 

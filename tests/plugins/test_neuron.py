@@ -274,3 +274,27 @@ def test_a_visible_cores_range_on_the_node_restricts_it(tmp_path: Path) -> None:
     node = accelkit.detect_node(load_snapshot(copy))
     assert [d.id for d in node.devices_of("neuron")] == ["4", "5", "6", "7"]
     assert node.resources["neuron_cores"] == 4.0
+
+
+# -- Trainium2: logical cores (LNC) ------------------------------------------------------------
+@pytest.mark.parametrize(("lnc", "cores"), [(2, 64), (1, 128)])
+def test_trn2_neuron_ls_counts_logical_cores_already(tmp_path: Path, lnc: int, cores: int) -> None:
+    """A trn2.48xlarge at LNC=2 has 16 devices x 4 logical cores = 64: never divided again."""
+    devices, _ = detect(fake.trn2_host(tmp_path, lnc=lnc))
+    assert len(devices) == cores
+    assert {d.source for d in devices} == {"command"}
+    assert [d.id for d in devices] == [str(n) for n in range(cores)]
+    per_device = cores // 16
+    assert [d.parent for d in devices[:per_device]] == ["neuron0"] * per_device
+    assert devices[per_device].parent == "neuron1"
+    assert {d.memory_bytes for d in devices} == {96 * 1024**3 // per_device}
+
+
+@pytest.mark.parametrize(("lnc", "cores"), [(2, 64), (1, 128)])
+def test_trn2_sysfs_groups_physical_cores_into_the_same_logical_count(
+    tmp_path: Path, lnc: int, cores: int
+) -> None:
+    host = fake.trn2_host(tmp_path, lnc=lnc)
+    devices, _ = detect(FakeHost(root=tmp_path, env=dict(host.env)))
+    assert len(devices) == cores
+    assert {d.source for d in devices} == {"sysfs"}

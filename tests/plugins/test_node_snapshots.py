@@ -31,6 +31,10 @@ EXPECTED: dict[str, tuple[dict[str, tuple[int, str, str]], dict[str, float]]] = 
         {"neuron": (32, "aws-neuron-core", "command")},
         {"neuron_cores": 32, "accelerator_type:aws-neuron-core": 1},
     ),
+    "neuron-trn2-48xlarge": (  # 16 Trainium2 devices, 8 physical cores each at LNC=2: 4 logical
+        {"neuron": (64, "aws-neuron-core", "command")},
+        {"neuron_cores": 64, "accelerator_type:aws-neuron-core": 1},
+    ),
     "tpu-v6e-8": (
         {"tpu": (8, "TPU-V6E", "devfs")},
         {"TPU": 8, "accelerator_type:TPU-V6E": 1, "example-v6e-8": 1, "TPU-v6e-8-head": 1},

@@ -69,7 +69,11 @@ def test_env_is_each_granted_familys_visibility_env() -> None:
             {"ROCR_VISIBLE_DEVICES": "0", "HIP_VISIBLE_DEVICES": "0"},
             ["CUDA_VISIBLE_DEVICES"],
         ),
-        ("intel", {"ONEAPI_DEVICE_SELECTOR": "level_zero:0"}, ["ZE_AFFINITY_MASK"]),
+        (
+            "intel",
+            {"ONEAPI_DEVICE_SELECTOR": "level_zero:0", "ZE_ENABLE_PCI_ID_DEVICE_ORDER": "1"},
+            ["ZE_AFFINITY_MASK"],
+        ),
     ],
 )
 def test_stacked_layers_are_neutralised(

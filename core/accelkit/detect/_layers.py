@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional
 
 from ..device import Device
 from ..diagnostics import Level, note
-from ..host import Host, ProbeError, ProbeFunction
+from ..host import Host, ProbeEnv, ProbeError, ProbeFunction
 from ._quiet import stdout_captured
 
 __all__ = [
@@ -133,12 +133,14 @@ def call_probe(
     *args: Any,
     timeout: Optional[float] = None,
     expect: type = object,
+    env: Optional[ProbeEnv] = None,
 ) -> Any:
     """Run a library probe in its own process; None (with a note) when it cannot answer or
-    answers something other than an ``expect`` (a probe returns plain JSON data)."""
+    answers something other than an ``expect`` (a probe returns plain JSON data). ``env``
+    changes the probe process's environment only (``{"NAME": None}`` removes a variable)."""
     what = f"{function.__module__}.{function.__qualname__}"
     try:
-        found = host.probe(function, *args, timeout=timeout)
+        found = host.probe(function, *args, timeout=timeout, env=env)
     except ImportError as exc:
         note(f"probe {what}: library not installed ({exc})")
         return None

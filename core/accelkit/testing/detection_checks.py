@@ -11,7 +11,7 @@ from types import ModuleType
 from typing import Any, Optional
 
 from ..device import Device
-from ..host import CommandResult, FakeHost, Host, ProbeFunction
+from ..host import CommandResult, FakeHost, Host, ProbeEnv, ProbeFunction
 from .catalog import check
 from .subject import THROUGH_HOST, Skipped, Subject
 from .watch import WatchedHost
@@ -38,7 +38,13 @@ class _HangingStackHost(FakeHost):
         self.runs.append(tuple(argv))
         raise TimeoutError(f"{argv[0]} did not finish within {timeout or 10:g}s")
 
-    def probe(self, function: ProbeFunction, *args: Any, timeout: Optional[float] = None) -> Any:
+    def probe(
+        self,
+        function: ProbeFunction,
+        *args: Any,
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> Any:
         raise TimeoutError(f"probe {function.__qualname__} did not finish")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Optional
 
-from ..host import Host, HostView, ProbeFunction
+from ..host import Host, HostView, ProbeEnv, ProbeFunction
 
 __all__ = ["WatchedEnv", "WatchedHost"]
 
@@ -54,6 +54,12 @@ class WatchedHost(HostView):
     def env(self) -> Mapping[str, str]:
         return self.watched_env
 
-    def probe(self, function: ProbeFunction, *args: Any, timeout: Optional[float] = None) -> Any:
+    def probe(
+        self,
+        function: ProbeFunction,
+        *args: Any,
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> Any:
         self.probes.append((function, args))
-        return super().probe(function, *args, timeout=timeout)
+        return super().probe(function, *args, timeout=timeout, env=env)
