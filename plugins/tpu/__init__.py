@@ -4,8 +4,10 @@ Ids are chip indices as libtpu's ``TPU_VISIBLE_CHIPS`` takes them. A process tak
 chips of a host as an aligned block, with bounds that tell libtpu the block's shape, or the whole
 host, where every variable is left unset so libtpu uses its defaults (which also carry the pod
 slice). GKE and the TPU VM image describe the slice in ``TPU_ACCELERATOR_TYPE`` ("v6e-16"),
-``TPU_TOPOLOGY`` ("4x4"), ``TPU_WORKER_ID`` and ``TPU_NAME``; those are read here, and the metadata
-server is never asked (no network, ever).
+``TPU_TOPOLOGY`` ("4x4"), ``TPU_WORKER_ID`` and ``TPU_NAME``; those are read here. The metadata
+server is asked only when the user opts in (``ACCELKIT_TPU_METADATA=1``, see ``metadata``).
+Every partial-host grant also writes ``ALLOW_MULTIPLE_LIBTPU_LOAD=1``: libtpu otherwise takes a
+host-wide lock file, and the second process on the host aborts.
 """
 
 from __future__ import annotations
@@ -15,9 +17,16 @@ from collections.abc import Mapping, Sequence
 from typing import Optional
 
 from accelkit import ALIGNED_BLOCKS, AcceleratorManager, Device, Host, hookimpl, note
-from accelkit.detect import PciDevice, detect_layers, join_ids, pci_devices, read_int
+from accelkit.detect import (
+    PciDevice,
+    detect_layers,
+    device_files,
+    join_ids,
+    pci_devices,
+    read_int,
+)
 
-from .devfiles import device_files
+from .metadata import METADATA_VARS, pod_env
 from .pod import env_labels, slice_resources
 
 GOOGLE = 0x1AE0
@@ -34,6 +43,7 @@ POD_VARS = ("TPU_ACCELERATOR_TYPE", *POD_LABELS.values())
 VISIBLE = "TPU_VISIBLE_CHIPS"
 CHIP_BOUNDS = ("TPU_CHIPS_PER_HOST_BOUNDS", "TPU_CHIPS_PER_PROCESS_BOUNDS")  # older, newer name
 HOST_BOUNDS = ("TPU_HOST_BOUNDS", "TPU_PROCESS_BOUNDS")  # older, newer name
+SHARED_HOST = "ALLOW_MULTIPLE_LIBTPU_LOAD"  # "1": libtpu lets several processes share a host
 # Chips a process takes -> chip bounds; with host bounds 1,1,1 the block is a slice of its own.
 # (v7x, two dies a chip, describes blocks in four dimensions: its blocks are not modelled here.)
 BLOCK_BOUNDS = {1: "1,1,1", 2: "1,2,1", 4: "2,2,1"}
@@ -48,7 +58,7 @@ class TpuManager(AcceleratorManager):
     resource_name = "TPU"
     api_version = 2
     visible_devices_env_var = VISIBLE
-    env_vars_read = (VISIBLE, *CHIP_BOUNDS, *HOST_BOUNDS, *POD_VARS)
+    env_vars_read = (VISIBLE, *CHIP_BOUNDS, *HOST_BOUNDS, SHARED_HOST, *POD_VARS, *METADATA_VARS)
     fractional = False
     allowed_quantities = (1, 2, 4, 8)
     placement = ALIGNED_BLOCKS
@@ -56,21 +66,24 @@ class TpuManager(AcceleratorManager):
     collective_backend = "xla"
 
     def visibility_env(self, ids: Sequence[str], *, total: Optional[int] = None) -> Env:
-        """Bounds for a block of 1, 2 or 4 chips; every variable unset for the whole host.
+        """Bounds for a block of 1, 2 or 4 chips, with libtpu told it shares the host; every
+        variable unset for the whole host.
 
         ``total`` is the number of chips on the node, when the caller knows it: every chip of a
         4-chip host is then the whole host too, as 8 chips always are.
         """
         count = len(ids)
         if count == MAX_CHIPS_PER_HOST or (count and count == total):
-            return dict.fromkeys((VISIBLE, *CHIP_BOUNDS, *HOST_BOUNDS))
+            return dict.fromkeys((VISIBLE, *CHIP_BOUNDS, *HOST_BOUNDS, SHARED_HOST))
         if count and count not in BLOCK_BOUNDS:
             raise ValueError(
                 f"{count} TPU chips {list(ids)}: a process takes 1, 2 or 4 chips, or the whole host"
             )
-        chips = BLOCK_BOUNDS.get(count)  # None when hiding every chip: no block, no bounds
-        bounds = dict.fromkeys(CHIP_BOUNDS, chips) | dict.fromkeys(HOST_BOUNDS, chips and "1,1,1")
-        return {VISIBLE: join_ids(ids), **bounds}
+        if not count:  # hiding every chip: no block, no bounds, no process to share with
+            return {VISIBLE: "", **dict.fromkeys((*CHIP_BOUNDS, *HOST_BOUNDS, SHARED_HOST))}
+        chips = BLOCK_BOUNDS[count]
+        bounds = {**dict.fromkeys(CHIP_BOUNDS, chips), **dict.fromkeys(HOST_BOUNDS, "1,1,1")}
+        return {VISIBLE: join_ids(ids), **bounds, SHARED_HOST: "1"}
 
     def detect(self, host: Host) -> list[Device]:
         """Chips behind Google's device files, else Google's TPU PCI devices."""
@@ -90,23 +103,25 @@ class TpuManager(AcceleratorManager):
 
     def _chips(self, host: Host, chips: Sequence[PciDevice]) -> list[Device]:
         """The host's chips in bus order, labelled by the pod type's generation when known."""
-        pod = _pod_type(host.env)
+        pod = _pod_type(pod_env(host))
         return [_chip(host, n, pci, pod[0] if pod else None) for n, pci in enumerate(chips)]
 
     def additional_resources(self, devices: Sequence[Device], host: Host) -> dict[str, float]:
         """``{<TPU_NAME>: 1}`` on every host of a slice, ``TPU-<pod type>-head`` on worker 0."""
-        pod = _pod_type(host.env)
+        env = pod_env(host)
+        pod = _pod_type(env)
         if not devices or pod is None:
             return {}
         head = f"TPU-{pod[0]}-{pod[1]}-head"
-        return slice_resources(host.env.get("TPU_NAME"), host.env.get("TPU_WORKER_ID"), head)
+        return slice_resources(env.get("TPU_NAME"), env.get("TPU_WORKER_ID"), head)
 
     def labels(self, devices: Sequence[Device], host: Host) -> dict[str, str]:
         """Chips per host and the slice: pod type, chips per pod, topology, worker id, name."""
         if not devices:
             return {}
-        labels = {"chips-per-host": str(len(devices)), **env_labels(host.env, POD_LABELS)}
-        pod = _pod_type(host.env)
+        env = pod_env(host)
+        labels = {"chips-per-host": str(len(devices)), **env_labels(env, POD_LABELS)}
+        pod = _pod_type(env)
         if pod:
             per_pod = pod[1] if pod[0] in SINGLE_CORE else pod[1] // 2
             labels.update({"pod-type": f"{pod[0]}-{pod[1]}", "chips-per-pod": str(per_pod)})

@@ -1,4 +1,4 @@
-"""``accelkit.devfiles``: device files traced back to the PCI function behind them."""
+"""``accelkit.detect.device_files``: device files traced back to the PCI function behind them."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 from accelkit import FakeHost
+from accelkit.detect import accel_files, device_files, vfio_files
 from accelkit.testing.fakes import tpu as fake
-from accelkit_plugins.tpu.devfiles import accel_files, device_files, vfio_files
 
 
 def test_vfio_groups_name_their_pci_functions_in_bus_order(tmp_path: Path) -> None:

@@ -52,6 +52,9 @@ def test_data_sheet() -> None:
         "TPU_TOPOLOGY",
         "TPU_WORKER_ID",
         "TPU_NAME",
+        "ALLOW_MULTIPLE_LIBTPU_LOAD",
+        "ACCELKIT_TPU_METADATA",
+        "ACCELKIT_TPU_METADATA_URL",
     }
     assert (MANAGER.framework_device, MANAGER.collective_backend) == ("xla", "xla")
     assert MANAGER.placement is accelkit.ALIGNED_BLOCKS
@@ -81,18 +84,22 @@ def test_a_block_writes_its_bounds_in_both_spellings(ids: list[str], chips: str)
     assert env["TPU_VISIBLE_CHIPS"] == ",".join(ids)
     assert env["TPU_CHIPS_PER_HOST_BOUNDS"] == env["TPU_CHIPS_PER_PROCESS_BOUNDS"] == chips
     assert env["TPU_HOST_BOUNDS"] == env["TPU_PROCESS_BOUNDS"] == "1,1,1"
+    assert env["ALLOW_MULTIPLE_LIBTPU_LOAD"] == "1"  # else libtpu's lock aborts a second process
     assert all(" " not in value for value in env.values() if value is not None)
 
 
 def test_the_whole_host_unsets_everything() -> None:
-    everything = dict.fromkeys(("TPU_VISIBLE_CHIPS", *BOUNDS))
+    everything = dict.fromkeys(("TPU_VISIBLE_CHIPS", *BOUNDS, "ALLOW_MULTIPLE_LIBTPU_LOAD"))
     assert MANAGER.visibility_env([str(n) for n in range(8)]) == everything
     assert MANAGER.visibility_env(["0", "1", "2", "3"], total=4) == everything
     assert MANAGER.visibility_env(["0", "1", "2", "3"], total=8)["TPU_VISIBLE_CHIPS"] == "0,1,2,3"
 
 
 def test_hiding_every_chip_writes_nothing_visible_and_no_bounds() -> None:
-    assert MANAGER.visibility_env([]) == {"TPU_VISIBLE_CHIPS": ""} | dict.fromkeys(BOUNDS)
+    shared = "ALLOW_MULTIPLE_LIBTPU_LOAD"
+    assert MANAGER.visibility_env([]) == {"TPU_VISIBLE_CHIPS": ""} | dict.fromkeys(
+        (*BOUNDS, shared)
+    )
 
 
 def test_a_block_of_three_is_refused_with_the_sizes_that_work() -> None:

@@ -204,6 +204,7 @@ TPU_VARS = (
     "TPU_CHIPS_PER_PROCESS_BOUNDS",
     "TPU_HOST_BOUNDS",
     "TPU_PROCESS_BOUNDS",
+    "ALLOW_MULTIPLE_LIBTPU_LOAD",
 )
 
 
@@ -223,6 +224,7 @@ def test_part_of_a_tpu_host_gets_its_block_and_bounds() -> None:
         "TPU_CHIPS_PER_PROCESS_BOUNDS": "2,2,1",
         "TPU_HOST_BOUNDS": "1,1,1",
         "TPU_PROCESS_BOUNDS": "1,1,1",
+        "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
     }
     two_of_four = grant_of({"TPU": 2}, devices("tpu", 4)).env(NO_ENV, hooks=False)
     assert two_of_four["TPU_VISIBLE_CHIPS"] == "0,1"

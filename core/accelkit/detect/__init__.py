@@ -24,6 +24,7 @@ from ..visibility import (
     stacked_ids,
     valid_prefix,
 )
+from ._devfiles import DeviceFile, accel_files, device_files, vfio_files
 from ._drm import drm_devices
 from ._facts import (
     decode,
@@ -50,16 +51,20 @@ from ._layers import (
     read_value,
     run_command,
 )
+from ._metadata import read_metadata
 from ._text import parse_colon_records, parse_memory
 from ._tools import first_json, first_records
 
 __all__ = [
     "NOTHING_VISIBLE",
+    "DeviceFile",
     "Layer",
     "PciDevice",
+    "accel_files",
     "call_probe",
     "decode",
     "detect_layers",
+    "device_files",
     "drm_devices",
     "find_field",
     "first_json",
@@ -79,6 +84,7 @@ __all__ = [
     "pci_device_at",
     "pci_devices",
     "read_int",
+    "read_metadata",
     "read_value",
     "relative_ids",
     "run_command",
@@ -87,4 +93,5 @@ __all__ = [
     "stacked_ids",
     "type_label",
     "valid_prefix",
+    "vfio_files",
 ]

@@ -4,7 +4,8 @@ A file under ``/dev`` does not say whose device it is. TPU chips appear as ``/de
 ``/dev/vfio/<group>``, but NVIDIA's driver 570 and Habana's create ``/dev/accel/accel<N>`` too,
 and DPDK binds network cards to ``vfio-pci``, which gives them a ``/dev/vfio/<group>`` as well.
 Counting such files made GPU nodes "TPU nodes" once; only the PCI function behind a file names
-its vendor, so a family that counts device files asks here which function each one is.
+its vendor, so a family that counts device files asks here which function each one is (the
+TPU plugin does; any accelerator under the kernel's accel subsystem or behind VFIO can).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from accelkit import Host
-from accelkit.detect import PciDevice, is_index, pci_device_at
+from ..host import Host
+from ..visibility import is_index
+from ._layers import PciDevice, pci_device_at
 
 __all__ = ["DeviceFile", "accel_files", "device_files", "vfio_files"]
 
