@@ -10,8 +10,10 @@ about half of its memory:
 
 They are hints, not limits: nothing enforces them, other frameworks ignore them (PyTorch has no
 such variable; call ``torch.cuda.set_per_process_memory_fraction``), and a variable the worker
-already inherits is kept (``Grant.env``). Whole-device grants get none. Block the plugin with
-``ACCELKIT_DISABLE_PLUGINS=hints`` or pass ``hooks=False`` to ``Grant.env``.
+already inherits is kept (``Grant.env``). Only shares of families whose frameworks read the
+variables count (``framework_memory_hints``: CUDA and ROCm GPUs; a third-party MLU gets none),
+and whole-device grants get none. Block the plugin with ``ACCELKIT_DISABLE_PLUGINS=hints`` or
+pass ``hooks=False`` to ``Grant.env``.
 """
 
 from __future__ import annotations
@@ -23,16 +25,22 @@ from .hookspecs import hookimpl
 
 if TYPE_CHECKING:
     from .grant import Grant
+    from .manager import AcceleratorManager
 
 __all__ = ["accelkit_worker_env"]
 
 
 @hookimpl
 def accelkit_worker_env(
-    grant: Grant, env: Mapping[str, Optional[str]]
+    grant: Grant, env: Mapping[str, Optional[str]], managers: Mapping[str, AcceleratorManager]
 ) -> Optional[dict[str, Optional[str]]]:
-    """Memory hints sized to the grant's smallest fractional share; None for whole devices."""
-    shares = [share for _device, share in grant.devices if share < 1.0]
+    """Memory hints sized to the smallest fractional share of a family whose frameworks read
+    them; None for whole devices and for families that declare no use for them."""
+    shares = [
+        share
+        for device, share in grant.devices
+        if share < 1.0 and getattr(managers.get(device.family), "framework_memory_hints", False)
+    ]
     if not shares:
         return None
     return {

@@ -49,11 +49,15 @@ def accelkit_node_labels(node: Node) -> Optional[Mapping[str, str]]:
 
 @hookspec
 def accelkit_worker_env(
-    grant: Grant, env: Mapping[str, Optional[str]]
+    grant: Grant,
+    env: Mapping[str, Optional[str]],
+    managers: Mapping[str, AcceleratorManager],
 ) -> Optional[Mapping[str, Optional[str]]]:
     """Return variables to add to a worker's environment for ``grant`` (None: nothing).
 
     ``env`` is what the families' visibility rules produced; an implementation must not undo
     them, only add (e.g. advisory framework memory hints for fractional shares). A value of
-    None asks for the variable to be unset.
+    None asks for the variable to be unset. ``managers`` are the granted families' managers
+    (by family), for what each family declares (``framework_memory_hints``); an
+    implementation may leave the argument out of its signature.
     """

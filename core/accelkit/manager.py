@@ -98,6 +98,12 @@ class AcceleratorManager:
     collectives between co-located workers need; False where devices are exclusive to one
     process (Neuron cores, TPU chips behind libtpu)."""
 
+    framework_memory_hints: ClassVar[bool] = False
+    """Whether the family's frameworks read the advisory memory variables a fractional grant
+    may carry (JAX's ``XLA_PYTHON_CLIENT_MEM_FRACTION``, TensorFlow's allow-growth): True for
+    CUDA and ROCm GPUs. Left False, the family's workers get no variables that mean nothing to
+    their frameworks."""
+
     replaces: ClassVar[Optional[str]] = None
     """The family of a built-in this plugin deliberately replaces (a vendor's own plugin)."""
 

@@ -76,6 +76,7 @@ class AmdManager(AcceleratorManager):
     framework_device = "cuda"
     collective_backend = "nccl"
     shared_visibility = True
+    framework_memory_hints = True  # JAX and TensorFlow on CUDA/ROCm read them
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
         """``ROCR_VISIBLE_DEVICES``, then HIP's (or CUDA's) positions within ROCr's list.

@@ -63,6 +63,7 @@ class NvidiaManager(AcceleratorManager):
     framework_device = "cuda"
     collective_backend = "nccl"
     shared_visibility = True
+    framework_memory_hints = True  # JAX and TensorFlow on CUDA/ROCm read them
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
         """CUDA's reading: ids up to the first token CUDA would not accept (it stops there);

@@ -8,7 +8,17 @@ import pickle
 from typing import Optional
 
 import pytest
-from accelkit import Allocator, Grant, PluginError, get_manager, hints, hookimpl, registry
+from accelkit import (
+    AcceleratorManager,
+    Allocator,
+    Device,
+    Grant,
+    PluginError,
+    get_manager,
+    hints,
+    hookimpl,
+    registry,
+)
 from sched_nodes import devices, make_node
 
 NO_ENV: dict[str, str] = {}
@@ -159,10 +169,50 @@ def test_memory_hints_are_advisory() -> None:
     assert shared.env(NO_ENV)["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.3333"
     mine = shared.env({"XLA_PYTHON_CLIENT_MEM_FRACTION": ".9"})
     assert "XLA_PYTHON_CLIENT_MEM_FRACTION" not in mine  # the user's own setting is kept
-    assert hints.accelkit_worker_env(shared, {}) == {
+    managers = {"nvidia": get_manager("nvidia")}
+    assert hints.accelkit_worker_env(shared, {}, managers) == {
         "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.3333",
         "TF_FORCE_GPU_ALLOW_GROWTH": "true",
     }
+
+
+class MluManager(AcceleratorManager):
+    """A third-party family whose frameworks read no JAX or TensorFlow variable."""
+
+    name = "mlu"
+    resource_name = "MLU"
+    visible_devices_env_var = "MLU_VISIBLE_DEVICES"
+
+    def detect(self, host: object) -> list[Device]:
+        return []
+
+
+class MluPlugin:
+    @hookimpl
+    def accelkit_register_managers(self) -> list[AcceleratorManager]:
+        return [MluManager()]
+
+
+@pytest.mark.parametrize("family", ["ascend", "intel", "mlu"])
+def test_memory_hints_only_for_families_whose_frameworks_read_them(family: str) -> None:
+    plugins = registry.Registry([*builtin_modules(), MluPlugin()], autoload=False)
+    manager = plugins.get_manager(family)
+    assert not manager.framework_memory_hints
+    group = [Device("0", 0, family=family, resource_name=manager.resource_name)]
+    shared = Allocator(make_node(group), registry=plugins).acquire({manager.resource_name: 0.5})
+    assert shared is not None
+    env = shared.env(NO_ENV, registry=plugins)
+    assert "XLA_PYTHON_CLIENT_MEM_FRACTION" not in env
+    assert "TF_FORCE_GPU_ALLOW_GROWTH" not in env
+    assert env[manager.visible_devices_env_var or ""].endswith("0")
+
+
+def test_memory_hints_follow_the_hinted_family_in_a_mixed_grant() -> None:
+    assert (
+        get_manager("nvidia").framework_memory_hints and get_manager("amd").framework_memory_hints
+    )
+    mixed = grant_of({"GPU": 0.5, "NPU": 0.25}, devices("nvidia", 1), devices("ascend", 1))
+    assert mixed.env(NO_ENV)["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.5"  # not Ascend's 0.25
 
 
 def test_hints_plugin_can_be_disabled(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -32,6 +32,7 @@ and :func:`resolve` is the only place that reaches for it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import reprlib
 import threading
@@ -185,10 +186,16 @@ class Registry:
 
         Merged in pluggy's call order; a variable ``env`` already sets (the families'
         visibility) or an earlier plugin set is kept, with a warning when a plugin tried to
-        change it. Returns only the additions (None: unset).
+        change it. Returns only the additions (None: unset). The hooks get the granted
+        families' managers from this registry.
         """
         added: dict[str, Optional[str]] = {}
-        for plugin, result in self._call_each("accelkit_worker_env", grant=grant, env=env):
+        managers = {}
+        for family in grant.ids_by_family():
+            with contextlib.suppress(KeyError):  # Grant.env already refused a missing plugin
+                managers[family] = self.get_manager(family)
+        calls = self._call_each("accelkit_worker_env", grant=grant, env=env, managers=managers)
+        for plugin, result in calls:
             if not _is_mapping_of(result, (str, type(None))):
                 warn(
                     f"{plugin.info.describe()}: accelkit_worker_env must return str: "
