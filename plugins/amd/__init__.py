@@ -109,13 +109,14 @@ class AmdManager(AcceleratorManager):
 
 
 def gpu(host: Host, index: int, facts: Any, bus: object, memory: Optional[int] = None) -> Device:
-    """A GPU from a layer's facts: PCI device id, market name, serial (ROCr's UUID is built on
-    it). The device id and VRAM size a layer lacks are read offline from the GPU's sysfs."""
+    """A GPU from a layer's facts: PCI device id, market name, serial (ROCr's UUID is ``GPU-`` and
+    its 16 hex digits; tools print it in hex, with or without ``0x``, KFD gives an int). The
+    device id and VRAM size a layer lacks are read offline from the GPU's sysfs."""
     pci = f"/sys/bus/pci/devices/{normalise_bus_id(bus)}"
     device_id = parse_int(find_field(facts, "device_id")) or read_int(host, f"{pci}/device", 16)
     market, serial = find_field(facts, "market_name"), find_field(facts, "asic_serial", "unique_id")
     model = market if isinstance(market, str) and market not in ("", "N/A") else None
-    uuid = f"GPU-{n:016x}" if (n := parse_int(serial)) else None
+    uuid = f"GPU-{n:016x}" if (n := parse_int(serial, 16)) else None
     label = PRODUCTS.get(device_id or 0) or sanitize_label(
         model or (f"GPU-{device_id:04x}" if device_id else None), prefix="AMD"
     )
@@ -141,7 +142,8 @@ def from_amdsmi(host: Host) -> Optional[list[Device]]:
 
 def amdsmi_gpu(host: Host, smi: Any, index: int, handle: object) -> Device:
     """One GPU from amdsmi's ASIC, VRAM and bus id answers for its handle."""
-    size = vram_mib(smi.amdsmi_get_gpu_vram_info(handle).get("vram_size"))
+    vram = smi.amdsmi_get_gpu_vram_info(handle)  # the size is "vram_size_mb" in amdsmi 6.0
+    size = vram_mib(find_field(vram, "vram_size", "vram_size_mb"))
     asic, bus = smi.amdsmi_get_gpu_asic_info(handle), smi.amdsmi_get_gpu_device_bdf(handle)
     return gpu(host, index, asic, bus, size)
 

@@ -13,6 +13,8 @@ import pytest
 from accelkit.detect import relative_ids
 from accelkit.snapshot import load_snapshot
 from accelkit.testing.fakes import amd as fake
+from accelkit.testing.fakes.amd import AMDSMI_STATUS_NOT_SUPPORTED
+from accelkit.testing.fakes.amdsmi_c import emulated_amdsmi
 from accelkit_plugins.amd import PRODUCTS, AmdManager
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -211,37 +213,19 @@ def test_an_unknown_id_keeps_the_market_name(
 
 
 # -- part 2: detection -------------------------------------------------------------------------
-def test_amdsmi_gives_every_fact_and_always_shuts_down(
-    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
-) -> None:
-    gpus = fake.fake_amdgpus(8)
-    amdsmi = fake.fake_amdsmi(gpus)
-    devices, notes = run_detect(MANAGER, host_with(tmp_path, gpus, amdsmi=amdsmi))
-    assert [d.id for d in devices] == [str(n) for n in range(8)]
-    assert {d.source for d in devices} == {"library"}
-    assert {d.type_label for d in devices} == {"AMD-Instinct-MI300X-OAM"}
-    assert devices[3].uuid == gpus[3].rocr_uuid == "GPU-1000000000000003"
-    assert devices[3].pci_bus_id == "0000:65:00.0"
-    assert devices[0].memory_bytes == 196592 * fake.MIB
-    assert [d.numa_node for d in devices] == [0, 0, 0, 0, 1, 1, 1, 1]
-    assert amdsmi.calls == {"amdsmi_init": 1, "amdsmi_shut_down": 1}
-    assert "8 device(s) from the library layer" in notes
-
-
+# Every fact of eight MI300X across amdsmi releases (6.0's shapes included) and handles in an
+# order that is not KFD's: tests/plugins/test_real_wrappers.py. The amdsmi tests here run the
+# installed real package over an emulated libamd_smi.
 def test_amdsmi_failing_half_way_is_shut_down_and_the_next_layer_answers(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any]
 ) -> None:
     gpus = fake.fake_amdgpus(2)
-    amdsmi = fake.fake_amdsmi(gpus)
-
-    def broken(handle: object) -> dict[str, Any]:
-        raise amdsmi.AmdSmiLibraryException("AMDSMI_STATUS_NOT_SUPPORTED")
-
-    amdsmi.amdsmi_get_gpu_vram_info = broken
+    amdsmi = emulated_amdsmi(gpus, errors={"amdsmi_get_gpu_vram_info": AMDSMI_STATUS_NOT_SUPPORTED})
     devices, notes = run_detect(MANAGER, host_with(tmp_path, gpus, amdsmi=amdsmi))
-    assert amdsmi.calls == {"amdsmi_init": 1, "amdsmi_shut_down": 1}
+    assert (amdsmi.calls["amdsmi_init"], amdsmi.calls["amdsmi_shut_down"]) == (1, 1)
     assert [(d.id, d.source) for d in devices] == [("0", "sysfs"), ("1", "sysfs")]
     assert "library layer failed: AmdSmiLibraryException" in notes
+    assert "AMDSMI_STATUS_NOT_SUPPORTED" in notes
 
 
 def test_amd_smi_layer(tmp_path: pathlib.Path, run_detect: Callable[..., Any]) -> None:
@@ -328,13 +312,6 @@ def test_kfd_layer_skips_cpu_nodes_and_reads_the_bus_id(
     assert devices[0].memory_bytes == 196592 * fake.MIB
 
 
-def reversed_handles(amdsmi: Any) -> Any:
-    """amdsmi answering its handles in the reverse of KFD's order, as seen on MI350 machines."""
-    handles = amdsmi.amdsmi_get_processor_handles
-    amdsmi.amdsmi_get_processor_handles = lambda: list(reversed(handles()))
-    return amdsmi
-
-
 @pytest.mark.parametrize("layer", ["library", "command"])
 def test_ids_follow_kfd_order_whatever_order_a_layer_lists(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any], layer: str
@@ -342,7 +319,7 @@ def test_ids_follow_kfd_order_whatever_order_a_layer_lists(
     """ROCR_VISIBLE_DEVICES=0 is KFD's first GPU node: a layer's own order must not leak."""
     gpus = fake.fake_amdgpus(4)
     if layer == "library":
-        host = host_with(tmp_path, gpus, amdsmi=reversed_handles(fake.fake_amdsmi(gpus)))
+        host = host_with(tmp_path, gpus, amdsmi=emulated_amdsmi(gpus, handle_order=[3, 2, 1, 0]))
     else:
         listed = json.loads(fake.amd_smi_list_output(gpus))[::-1]
         host = host_with(
@@ -362,7 +339,7 @@ def test_without_kfd_a_layer_keeps_its_own_order(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any]
 ) -> None:
     gpus = fake.fake_amdgpus(3)
-    host = host_with(tmp_path, gpus, amdsmi=reversed_handles(fake.fake_amdsmi(gpus)))
+    host = host_with(tmp_path, gpus, amdsmi=emulated_amdsmi(gpus, handle_order=[2, 1, 0]))
     shutil.rmtree(tmp_path / KFD)
     devices, _ = run_detect(MANAGER, host)
     assert [d.pci_bus_id for d in devices] == [g.bus_id for g in reversed(gpus)]

@@ -7,9 +7,11 @@ import pathlib
 from typing import Any, Callable
 
 import accelkit
+import pynvml
 import pytest
 from accelkit.snapshot import load_snapshot
 from accelkit.testing.fakes import nvidia as fake
+from accelkit.testing.fakes.nvml_c import emulated_pynvml
 from accelkit_plugins.nvidia import NvidiaManager
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -176,50 +178,18 @@ def test_type_labels(
 
 
 # -- part 2: detection -------------------------------------------------------------------------
-def test_nvml_gives_every_fact_and_always_shuts_down(
-    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
-) -> None:
-    gpus = fake.fake_gpus(8)
-    nvml = fake.fake_pynvml(gpus)
-    devices, notes = run_detect(MANAGER, host_with(tmp_path, gpus, nvml=nvml))
-    assert [d.id for d in devices] == [str(n) for n in range(8)]
-    assert [d.index for d in devices] == list(range(8))
-    assert {d.source for d in devices} == {"library"}
-    assert [d.pci_bus_id for d in devices] == list(fake.BUS_IDS)
-    assert [d.numa_node for d in devices] == [0, 0, 0, 0, 1, 1, 1, 1]
-    assert devices[5].uuid == "GPU-00000000-0000-0000-0000-000000000005"
-    assert devices[0].memory_bytes == 81559 * fake.MIB
-    assert devices[0].model == "NVIDIA H100 80GB HBM3"
-    assert nvml.calls == {"nvmlInit": 1, "nvmlShutdown": 1}
-    assert "8 device(s) from the library layer" in notes
-
-
-def test_nvml_bytes_from_older_bindings_are_decoded(
-    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
-) -> None:
-    gpus = fake.fake_gpus(2)
-    devices, _ = run_detect(
-        MANAGER, host_with(tmp_path, gpus, nvml=fake.fake_pynvml(gpus, text_as_bytes=True))
-    )
-    assert [(d.model, d.uuid, d.pci_bus_id) for d in devices] == [
-        (g.name, g.uuid, g.bus_id) for g in gpus
-    ]
-
-
+# Every fact of eight H100s, across nvidia-ml-py releases (str and bytes), the no-library and
+# no-driver cases and memory "not supported": tests/plugins/test_real_wrappers.py. The NVML tests
+# here run the installed real wrapper over an emulated libnvidia-ml.
 def test_an_nvml_that_cannot_start_gives_the_next_layer(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any]
 ) -> None:
     gpus = fake.fake_gpus(2)
-    nvml = fake.fake_pynvml(gpus)
-
-    def broken_init() -> None:
-        raise nvml.NVMLError("Driver Not Loaded")
-
-    nvml.nvmlInit = broken_init
+    nvml = emulated_pynvml(gpus, init_error=pynvml.NVML_ERROR_UNKNOWN)
     host = host_with(tmp_path, gpus, nvml=nvml, smi=(0, fake.nvidia_smi_output(gpus)))
     devices, notes = run_detect(MANAGER, host)
     assert [d.source for d in devices] == ["command", "command"]
-    assert "library layer failed: NVMLError: Driver Not Loaded" in notes
+    assert "warning: library layer failed: NVMLError_Unknown: Unknown Error" in notes
     assert nvml.calls["nvmlShutdown"] == 0
 
 
@@ -227,16 +197,11 @@ def test_nvml_failing_half_way_is_still_shut_down(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any]
 ) -> None:
     gpus = fake.fake_gpus(2)
-    nvml = fake.fake_pynvml(gpus)
-
-    def broken_name(handle: object) -> str:
-        raise nvml.NVMLError("Unknown Error")
-
-    nvml.nvmlDeviceGetName = broken_name
+    nvml = emulated_pynvml(gpus, errors={"nvmlDeviceGetName": pynvml.NVML_ERROR_UNKNOWN})
     devices, notes = run_detect(MANAGER, host_with(tmp_path, gpus, nvml=nvml, proc=True))
-    assert nvml.calls == {"nvmlInit": 1, "nvmlShutdown": 1}
+    assert (nvml.calls["nvmlInitWithFlags"], nvml.calls["nvmlShutdown"]) == (1, 1)
     assert [d.source for d in devices] == ["sysfs", "sysfs"]
-    assert "warning: library layer failed" in notes
+    assert "warning: library layer failed: NVMLError_Unknown" in notes
 
 
 def mig_node() -> list[fake.FakeGpu]:
@@ -253,7 +218,7 @@ def test_mig_instances_replace_their_gpu(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any]
 ) -> None:
     gpus = mig_node()
-    devices, _ = run_detect(MANAGER, host_with(tmp_path, gpus, nvml=fake.fake_pynvml(gpus)))
+    devices, _ = run_detect(MANAGER, host_with(tmp_path, gpus, nvml=emulated_pynvml(gpus)))
     assert [d.id for d in devices] == [A100_MIGS[0].uuid, A100_MIGS[1].uuid, "1", "2"]
     first, second = devices[:2]
     assert (first.parent, first.type_label, first.uuid) == ("0", "A100-1g.5gb", A100_MIGS[0].uuid)
@@ -266,7 +231,7 @@ def test_mig_instances_replace_their_gpu(
 
 def test_mig_instances_are_devices_on_the_node(tmp_path: pathlib.Path) -> None:
     gpus = mig_node()
-    host = host_with(tmp_path, gpus, nvml=fake.fake_pynvml(gpus))
+    host = host_with(tmp_path, gpus, nvml=emulated_pynvml(gpus))
     node = accelkit.detect_node(host)
     nvidia = node.devices_of("nvidia")
     assert [d.id for d in nvidia] == [A100_MIGS[0].uuid, A100_MIGS[1].uuid, "1", "2"]
@@ -279,7 +244,7 @@ def test_a_mig_gpu_without_instances_is_left_out(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any]
 ) -> None:
     gpus = [dataclasses.replace(g, migs=()) for g in fake.fake_gpus(2)]
-    devices, notes = run_detect(MANAGER, host_with(tmp_path, gpus, nvml=fake.fake_pynvml(gpus)))
+    devices, notes = run_detect(MANAGER, host_with(tmp_path, gpus, nvml=emulated_pynvml(gpus)))
     assert devices == []
     assert "warning: GPU 0 is left out: MIG is enabled and it has no MIG instances" in notes
 
@@ -288,16 +253,12 @@ def test_mig_instances_nvml_cannot_list_leave_the_gpu_out(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any]
 ) -> None:
     gpus = mig_node()
-    nvml = fake.fake_pynvml(gpus)
-
-    def broken_count(handle: object) -> int:
-        raise nvml.NVMLError("Insufficient Permissions")
-
-    nvml.nvmlDeviceGetMaxMigDeviceCount = broken_count
+    denied = {"nvmlDeviceGetMaxMigDeviceCount": pynvml.NVML_ERROR_NO_PERMISSION}
+    nvml = emulated_pynvml(gpus, errors=denied)
     host = host_with(tmp_path, gpus, nvml=nvml, smi=(0, fake.nvidia_smi_output(gpus)))
     devices, notes = run_detect(MANAGER, host)
     assert [d.id for d in devices] == ["1", "2"]
-    assert "Insufficient Permissions" in notes
+    assert "NVMLError_NoPermission: Insufficient Permissions" in notes
     assert "warning: GPU 0 is left out: MIG is enabled" in notes
     assert nvml.calls["nvmlShutdown"] == 1
 
@@ -399,7 +360,7 @@ def test_mixed_models_are_reported_per_device(
 ) -> None:
     gpus = fake.fake_gpus(2)
     gpus[1] = dataclasses.replace(gpus[1], name="Tesla T4", memory_bytes=15360 * fake.MIB)
-    devices, _ = run_detect(MANAGER, host_with(tmp_path, gpus, nvml=fake.fake_pynvml(gpus)))
+    devices, _ = run_detect(MANAGER, host_with(tmp_path, gpus, nvml=emulated_pynvml(gpus)))
     assert [d.type_label for d in devices] == ["H100", "T4"]
 
 

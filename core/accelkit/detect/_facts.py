@@ -65,8 +65,12 @@ def library_session(
         getattr(library, shutdown)()
 
 
-def parse_int(value: object) -> Optional[int]:
-    """``29857``, ``"29857"`` or ``"0x74a1"`` as an int; None for ``"N/A"`` and other text."""
+def parse_int(value: object, base: int = 10) -> Optional[int]:
+    """``29857``, ``"29857"`` or ``"0x74a1"`` as an int; None for ``"N/A"`` and other text.
+
+    Text without a ``0x`` prefix is read in ``base``: 16 for values a tool prints as bare hex
+    digits in some releases and with ``0x`` in others (amdsmi's ASIC serial).
+    """
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -75,7 +79,7 @@ def parse_int(value: object) -> Optional[int]:
         return None
     text = value.strip()
     try:
-        return int(text, 16 if text[:2].lower() == "0x" else 10)
+        return int(text, 16 if text[:2].lower() == "0x" else base)
     except ValueError:
         return None
 

@@ -12,6 +12,8 @@ Two faces over one catalogue of checks:
 Fakes for plugin tests: ``fake_pynvml(gpus)`` and ``fake_amdsmi(gpus)`` stand in for NVML and
 amdsmi (hand them to ``FakeHost(modules={"pynvml": ...})``), over ``fake_gpus(count, name)`` /
 ``FakeGpu`` / ``FakeMig`` and ``fake_amdgpus(count, device_id)`` / ``FakeAmdGpu``;
+``emulated_pynvml(gpus)`` and ``emulated_amdsmi(gpus)`` are the vendors' real wrappers over the
+same descriptions, with only their C libraries emulated (nvidia-ml-py and amdsmi installed);
 ``host_builder(family)`` is a family's registered backdoor ``make_host(count, root)``.
 
 The opt-in pytest plugin (``pytest -p accelkit.testing``, or ``pytest_plugins =
@@ -52,6 +54,8 @@ _LAZY = {
     "fake_amdsmi": "fakes.amd",
     "fake_amdgpus": "fakes.amd",
     "FakeAmdGpu": "fakes.amd",
+    "emulated_pynvml": "fakes.nvml_c",
+    "emulated_amdsmi": "fakes.amdsmi_c",
 }
 
 __all__ = list(_LAZY)
@@ -64,10 +68,12 @@ if TYPE_CHECKING:
     from .fakes.amd import FakeAmdGpu as FakeAmdGpu
     from .fakes.amd import fake_amdgpus as fake_amdgpus
     from .fakes.amd import fake_amdsmi as fake_amdsmi
+    from .fakes.amdsmi_c import emulated_amdsmi as emulated_amdsmi
     from .fakes.nvidia import FakeGpu as FakeGpu
     from .fakes.nvidia import FakeMig as FakeMig
     from .fakes.nvidia import fake_gpus as fake_gpus
     from .fakes.nvidia import fake_pynvml as fake_pynvml
+    from .fakes.nvml_c import emulated_pynvml as emulated_pynvml
     from .runner import Outcome as Outcome
     from .runner import run_checks as run_checks
     from .subject import Skipped as Skipped

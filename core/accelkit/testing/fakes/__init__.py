@@ -6,7 +6,9 @@ else the built-in one in ``accelkit.testing.fakes.<vendor>``. Nothing is importe
 
 ``fake_pynvml(fake_gpus(...))`` and ``fake_amdsmi(fake_amdgpus(...))`` build stand-ins for the
 NVIDIA and AMD libraries, to hand to ``FakeHost(modules={"pynvml": ...})``; ``FakeGpu``,
-``FakeMig`` and ``FakeAmdGpu`` describe single devices.
+``FakeMig`` and ``FakeAmdGpu`` describe single devices. Where the vendors' wrappers are installed
+(nvidia-ml-py, amdsmi), ``emulated_pynvml(gpus)`` and ``emulated_amdsmi(gpus)`` give the real
+wrappers over the same descriptions, with only their C libraries emulated.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ if TYPE_CHECKING:
     from .amd import FakeAmdGpu as FakeAmdGpu
     from .amd import fake_amdgpus as fake_amdgpus
     from .amd import fake_amdsmi as fake_amdsmi
+    from .amdsmi_c import emulated_amdsmi as emulated_amdsmi
     from .nvidia import FakeGpu as FakeGpu
     from .nvidia import FakeMig as FakeMig
     from .nvidia import fake_gpus as fake_gpus
     from .nvidia import fake_pynvml as fake_pynvml
+    from .nvml_c import emulated_pynvml as emulated_pynvml
 
 __all__ = [
     "BUILTIN_HOSTS",
@@ -33,6 +37,8 @@ __all__ = [
     "FakeAmdGpu",
     "FakeGpu",
     "FakeMig",
+    "emulated_amdsmi",
+    "emulated_pynvml",
     "fake_amdgpus",
     "fake_amdsmi",
     "fake_gpus",
@@ -57,6 +63,8 @@ _LIBRARIES = {
     "fake_amdsmi": "amd",
     "fake_amdgpus": "amd",
     "FakeAmdGpu": "amd",
+    "emulated_pynvml": "nvml_c",
+    "emulated_amdsmi": "amdsmi_c",
 }
 
 

@@ -22,10 +22,14 @@ from accelkit.host import FakeHost
 from ._library import LibrarySession
 
 __all__ = [
+    "AMDSMI_STATUS_NOT_INIT",
+    "AMDSMI_STATUS_NOT_SUPPORTED",
     "AMD_SMI_LIST_ARGV",
     "AMD_SMI_STATIC_ARGV",
     "BUS_IDS",
     "MIB",
+    "AmdSmiException",
+    "AmdSmiLibraryException",
     "FakeAmdGpu",
     "amd_smi_list_output",
     "amd_smi_static_output",
@@ -85,22 +89,46 @@ def fake_amdgpus(count: int, device_id: int = 0x74A1) -> list[FakeAmdGpu]:
     ]
 
 
+AMDSMI_STATUS_NOT_SUPPORTED = 2
+AMDSMI_STATUS_NOT_INIT = 32
+_STATUS_TEXT = {
+    AMDSMI_STATUS_NOT_SUPPORTED: "AMDSMI_STATUS_NOT_SUPPORTED - Feature not supported",
+    AMDSMI_STATUS_NOT_INIT: "AMDSMI_STATUS_NOT_INIT - Device not initialized",
+}
+
+
+class AmdSmiException(Exception):
+    """The base of amdsmi's errors, as the real package names it."""
+
+
+class AmdSmiLibraryException(AmdSmiException):
+    """A status other than success from the C library, shaped as the real package's: built from
+    the status code, kept as ``err_code``, read as "Error code: ... | AMDSMI_STATUS_..."."""
+
+    def __init__(self, err_code: int) -> None:
+        super().__init__(abs(err_code))
+        self.err_code = abs(err_code)
+        self.err_info = _STATUS_TEXT.get(self.err_code, "AMDSMI_STATUS_UNKNOWN_ERROR")
+
+    def get_error_code(self) -> int:
+        """The status code, as the real exception gives it."""
+        return self.err_code
+
+    def __str__(self) -> str:
+        return f"Error code:\n\t{self.err_code} | {self.err_info}"
+
+
 def fake_amdsmi(gpus: Sequence[FakeAmdGpu]) -> ModuleType:
     """A module standing in for ``amdsmi`` over ``gpus``, in amd-smi's GPU order.
 
     ``calls["amdsmi_init"]`` and ``calls["amdsmi_shut_down"]`` count the session; tests may
-    replace any function to make a call fail.
+    replace any function to make a call fail, raising ``AmdSmiLibraryException(status)`` as the
+    real package does. Where the real package is installed,
+    :func:`accelkit.testing.fakes.amdsmi_c.emulated_amdsmi` runs it instead.
     """
     module = ModuleType("amdsmi")
-
-    class AmdSmiException(Exception):
-        pass
-
-    class AmdSmiLibraryException(AmdSmiException):
-        pass
-
     session = LibrarySession(
-        "amdsmi_init", "amdsmi_shut_down", lambda: AmdSmiLibraryException("AMDSMI_STATUS_NOT_INIT")
+        "amdsmi_init", "amdsmi_shut_down", lambda: AmdSmiLibraryException(AMDSMI_STATUS_NOT_INIT)
     )
 
     def gpu(handle: Any) -> FakeAmdGpu:

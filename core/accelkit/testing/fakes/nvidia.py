@@ -24,8 +24,10 @@ __all__ = [
     "BUS_IDS",
     "MIB",
     "NVIDIA_SMI_ARGV",
+    "NVML_ERRORS",
     "FakeGpu",
     "FakeMig",
+    "NVMLError",
     "fake_gpus",
     "fake_pynvml",
     "make_host",
@@ -96,30 +98,47 @@ def fake_gpus(count: int, name: str = "NVIDIA H100 80GB HBM3") -> list[FakeGpu]:
     ]
 
 
+class NVMLError(Exception):
+    """The base of the fake's NVML errors, named as in nvidia-ml-py: ``except NVMLError``
+    catches each of them in the fake as in the real wrapper."""
+
+
+NVML_ERRORS = {
+    "Uninitialized": "Uninitialized",
+    "InvalidArgument": "Invalid Argument",
+    "NotSupported": "Not Supported",
+    "NoPermission": "Insufficient Permissions",
+    "NotFound": "Not Found",
+    "DriverNotLoaded": "Driver Not Loaded",
+    "LibraryNotFound": "NVML Shared Library Not Found",
+    "Unknown": "Unknown Error",
+}
+"""The NVML errors the fake offers, as ``NVMLError_<name>`` classes: each raised without
+arguments reads as the real wrapper's does (``str(NVMLError_NotSupported())`` is "Not
+Supported"), so a test can make a call fail as it fails on a real machine."""
+
+
+def _nvml_error(name: str, text: str) -> type[NVMLError]:
+    """The class ``NVMLError_<name>`` whose instances read ``text``, as nvidia-ml-py's do."""
+
+    def init(self: NVMLError, *args: object) -> None:
+        NVMLError.__init__(self, text)
+
+    return type(f"NVMLError_{name}", (NVMLError,), {"__init__": init, "__module__": "pynvml"})
+
+
 def fake_pynvml(gpus: Sequence[FakeGpu], *, text_as_bytes: bool = False) -> ModuleType:
     """A module standing in for ``pynvml`` (nvidia-ml-py) over ``gpus``, in NVML index order.
 
     ``text_as_bytes`` makes names, UUIDs and bus ids ``bytes``, as older releases return them.
     The module counts ``calls["nvmlInit"]`` and ``calls["nvmlShutdown"]``; tests may replace any
-    of its functions to make a call fail.
+    of its functions to make a call fail, raising the module's ``NVMLError_*`` classes (those of
+    :data:`NVML_ERRORS`), which have the real wrapper's names and messages. Where the real
+    wrapper is installed, :func:`accelkit.testing.fakes.nvml_c.emulated_pynvml` runs it instead.
     """
     module = ModuleType("pynvml")
-
-    class NVMLError(Exception):
-        pass
-
-    class NVMLError_Uninitialized(NVMLError):
-        pass
-
-    class NVMLError_NotSupported(NVMLError):
-        pass
-
-    class NVMLError_NotFound(NVMLError):
-        pass
-
-    session = LibrarySession(
-        "nvmlInit", "nvmlShutdown", lambda: NVMLError_Uninitialized("Uninitialized")
-    )
+    errors = {name: _nvml_error(name, text) for name, text in NVML_ERRORS.items()}
+    session = LibrarySession("nvmlInit", "nvmlShutdown", errors["Uninitialized"])
     ready = session.require
 
     def text(value: str) -> Any:
@@ -140,7 +159,7 @@ def fake_pynvml(gpus: Sequence[FakeGpu], *, text_as_bytes: bool = False) -> Modu
     def mig_mode(h: tuple[FakeGpu, Optional[FakeMig]]) -> list[int]:
         ready()
         if h[0].migs is None:
-            raise NVMLError_NotSupported("Not Supported")
+            raise errors["NotSupported"]()
         return [h[0].mig_mode, h[0].mig_mode]
 
     def max_migs(h: tuple[FakeGpu, Optional[FakeMig]]) -> int:
@@ -151,14 +170,12 @@ def fake_pynvml(gpus: Sequence[FakeGpu], *, text_as_bytes: bool = False) -> Modu
         ready()
         migs = h[0].migs or ()
         if slot >= len(migs):
-            raise NVMLError_NotFound("Not Found")
+            raise errors["NotFound"]()
         return h[0], migs[slot]
 
     module.__dict__.update(
         NVMLError=NVMLError,
-        NVMLError_Uninitialized=NVMLError_Uninitialized,
-        NVMLError_NotSupported=NVMLError_NotSupported,
-        NVMLError_NotFound=NVMLError_NotFound,
+        **{f"NVMLError_{name}": error for name, error in errors.items()},
         NVML_DEVICE_MIG_DISABLE=0,
         NVML_DEVICE_MIG_ENABLE=1,
         calls=session.calls,

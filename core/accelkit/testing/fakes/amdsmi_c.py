@@ -1,0 +1,231 @@
+"""The real ``amdsmi`` package over an emulated ``libamd_smi.so``: vendor truth in tests.
+
+The amdsmi package is the ctypes bindings (``amdsmi_wrapper``, which binds every C symbol at
+import) under an interface (``amdsmi_interface``) that reshapes the C structures into dicts, and
+the shapes move between releases: 6.0 gives ``vram_size_mb``, an int ``device_id`` and the raw
+serial (hex digits, no ``0x``); 6.2 and later ``vram_size``, ``"0x74a1"`` and ``"0x..."``.
+:func:`emulated_amdsmi` imports a fresh copy of the real package (the installed one, or another
+release's package directory) with ``ctypes.CDLL`` stubbed, then replaces the C entry points the
+interface reaches with functions that fill the ctypes structures it passes, as the C library
+would, from :class:`~accelkit.testing.fakes.amd.FakeAmdGpu` descriptions. A C function not
+emulated here raises ``NotImplementedError`` naming it, so a plugin reaching further is told.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import ctypes
+import os
+import pathlib
+from collections.abc import Iterator, Mapping, Sequence
+from types import ModuleType
+from typing import Any, Callable, Optional
+
+from ._wrappers import CountedFunction, PathLike, failing, fill, load_fresh, target
+from .amd import FakeAmdGpu
+
+__all__ = ["emulated_amdsmi"]
+
+GFX942 = 0x942  # target_graphics_version as the library packs "gfx942" (MI300X)
+
+
+def emulated_amdsmi(
+    gpus: Sequence[FakeAmdGpu],
+    *,
+    package_dir: Optional[PathLike] = None,
+    handle_order: Optional[Sequence[int]] = None,
+    init_error: Optional[int] = None,
+    errors: Optional[Mapping[str, int]] = None,
+) -> ModuleType:
+    """A fresh copy of the real ``amdsmi`` package whose C library is emulated over ``gpus``.
+
+    ``gpus`` are in KFD order (as :func:`~accelkit.testing.fakes.amd.write_sysfs` lays them
+    out). ``package_dir`` is another release's ``amdsmi`` package directory (default: the
+    installed one). ``handle_order`` lists positions in ``gpus`` in the order amdsmi gives its
+    processor handles, which on real machines differs from KFD's (default: KFD's).
+    ``init_error`` is an ``AMDSMI_STATUS_*`` code for ``amdsmi_init`` to return; ``errors`` maps
+    C function names to the status they return on every call.
+
+    The package also carries ``calls``: how often each C function was called, by its C name.
+    """
+    order = list(range(len(gpus))) if handle_order is None else list(handle_order)
+    if sorted(order) != list(range(len(gpus))):
+        raise ValueError(
+            f"handle_order {order} is not an ordering of the {len(gpus)} GPU positions 0.."
+            f"{len(gpus) - 1}"
+        )
+    with c_library_stubbed():
+        package = load_fresh("amdsmi", "amdsmi", package_dir)
+    library = EmulatedAmdSmi(package.amdsmi_wrapper, [gpus[n] for n in order], gpus, init_error)
+    library.functions.update({name: failing(code) for name, code in (errors or {}).items()})
+    for name, function in library.functions.items():
+        setattr(package.amdsmi_wrapper, name, CountedFunction(name, function, library.calls))
+    package.__dict__["calls"] = library.calls
+    return package
+
+
+@contextlib.contextmanager
+def c_library_stubbed() -> Iterator[None]:
+    """``ctypes.CDLL`` gives a library with every symbol while the wrapper imports, and
+    ``ROCM_PATH`` is set (amdsmi 6.0 reads ``os.environ["ROCM_PATH"]`` at import)."""
+    saved_cdll, saved_rocm = ctypes.CDLL, os.environ.get("ROCM_PATH")
+    ctypes.CDLL = StubLibrary  # type: ignore[misc,assignment]
+    os.environ.setdefault("ROCM_PATH", "/opt/rocm")
+    try:
+        yield
+    finally:
+        ctypes.CDLL = saved_cdll  # type: ignore[misc]
+        if saved_rocm is None:
+            os.environ.pop("ROCM_PATH", None)
+
+
+class StubLibrary:
+    """What the stubbed ``ctypes.CDLL`` loads: any symbol, as a function not emulated (yet)."""
+
+    def __init__(self, path: object, *args: object, **kwargs: object) -> None:
+        self.path = os.fspath(path) if isinstance(path, (str, pathlib.Path)) else str(path)
+
+    def __getattr__(self, name: str) -> NotEmulated:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return NotEmulated(name)
+
+
+class NotEmulated:
+    """A C symbol the wrapper binds at import and this emulation does not answer."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.restype: Any = ctypes.c_int
+        self.argtypes: Any = None
+
+    def __call__(self, *args: object) -> int:
+        raise NotImplementedError(
+            f"libamd_smi.so function {self.name}() is not emulated by "
+            "accelkit.testing.fakes.amdsmi_c; emulate it there before relying on it"
+        )
+
+
+class EmulatedAmdSmi:
+    """``libamd_smi.so`` for one copy of the package: its C functions, by C name.
+
+    Each GPU is its own socket with one processor, in handle order. Handles are pointers the
+    library makes up: socket ``k`` is ``0x5000 + k``, the processor of ``gpus[i]`` is
+    ``0x1000 + i``.
+    """
+
+    def __init__(
+        self,
+        wrapper: ModuleType,
+        by_handle: Sequence[FakeAmdGpu],
+        kfd_order: Sequence[FakeAmdGpu],
+        init_error: Optional[int],
+    ) -> None:
+        self.wrapper = wrapper
+        self.by_handle, self.kfd_order = list(by_handle), list(kfd_order)
+        self.init_error = init_error
+        self.open = False
+        self.calls: collections.Counter[str] = collections.Counter()
+        self.functions: dict[str, Callable[..., int]] = {
+            "amdsmi_init": self.init,
+            "amdsmi_shut_down": self.shut_down,
+            "amdsmi_get_socket_handles": self.socket_handles,
+            "amdsmi_get_processor_handles": self.processor_handles,
+            "amdsmi_get_gpu_asic_info": self.per_gpu(self.asic_info),
+            "amdsmi_get_gpu_vram_info": self.per_gpu(self.vram_info),
+            "amdsmi_get_gpu_device_bdf": self.per_gpu(self.device_bdf),
+        }
+
+    def code(self, name: str) -> int:
+        """A status code by its name in the wrapper (``"AMDSMI_STATUS_NOT_INIT"``)."""
+        value: int = getattr(self.wrapper, name)
+        return value
+
+    def init(self, flags: object) -> int:
+        """amdsmi_init(uint64_t flags): a session, or the configured failure."""
+        if self.init_error is not None:
+            return self.init_error
+        self.open = True
+        return self.code("AMDSMI_STATUS_SUCCESS")
+
+    def shut_down(self) -> int:
+        """amdsmi_shut_down()."""
+        if not self.open:
+            return self.code("AMDSMI_STATUS_NOT_INIT")
+        self.open = False
+        return self.code("AMDSMI_STATUS_SUCCESS")
+
+    def socket_handles(self, count: Any, handles: Any) -> int:
+        """amdsmi_get_socket_handles(uint32_t *count, amdsmi_socket_handle *handles): the count
+        when ``handles`` is NULL, else the handles (one socket per GPU)."""
+        sockets = [0x5000 + k for k in range(len(self.by_handle))]
+        return self.listed(count, handles, sockets)
+
+    def processor_handles(self, socket: Any, count: Any, handles: Any) -> int:
+        """amdsmi_get_processor_handles(socket, uint32_t *count, amdsmi_processor_handle *)."""
+        k = (socket.value or 0) - 0x5000
+        if not 0 <= k < len(self.by_handle):
+            return self.code("AMDSMI_STATUS_INVAL")
+        return self.listed(count, handles, [0x1000 + self.kfd_order.index(self.by_handle[k])])
+
+    def listed(self, count: Any, handles: Any, values: Sequence[int]) -> int:
+        """The C library's two-call listing: a count, then at most that many handles."""
+        if not self.open:
+            return self.code("AMDSMI_STATUS_NOT_INIT")
+        if isinstance(handles, ctypes.Array):
+            for n, value in enumerate(values[: len(handles)]):
+                handles[n] = value
+        target(count).value = len(values)
+        return self.code("AMDSMI_STATUS_SUCCESS")
+
+    def per_gpu(self, answer: Callable[[FakeAmdGpu, Any], None]) -> Callable[[Any, Any], int]:
+        """A ``(amdsmi_processor_handle, struct *)`` query: the handle checked, then answered."""
+
+        def query(handle: Any, out: Any) -> int:
+            if not self.open:
+                return self.code("AMDSMI_STATUS_NOT_INIT")
+            index = (handle.value or 0) - 0x1000
+            if not 0 <= index < len(self.kfd_order):
+                return self.code("AMDSMI_STATUS_INVAL")
+            answer(self.kfd_order[index], target(out))
+            return self.code("AMDSMI_STATUS_SUCCESS")
+
+        return query
+
+    def asic_info(self, gpu: FakeAmdGpu, info: Any) -> None:
+        """amdsmi_asic_info_t: the serial as the library reads it from sysfs (16 hex digits)."""
+        fill(
+            info,
+            market_name=gpu.market_name,
+            vendor_id=0x1002,
+            vendor_name="Advanced Micro Devices Inc. [AMD/ATI]",
+            subvendor_id=0x1002,
+            device_id=gpu.device_id,
+            rev_id=0,
+            asic_serial=f"{gpu.serial:016x}",
+            oam_id=self.kfd_order.index(gpu),
+            num_of_compute_units=gpu.simd_count // 4,
+            target_graphics_version=GFX942,
+            subsystem_id=gpu.device_id,
+        )
+
+    def vram_info(self, gpu: FakeAmdGpu, info: Any) -> None:
+        """amdsmi_vram_info_t: sizes in MiB; the vendor an enum until 7.0, then text."""
+        vendor_field = dict(info._fields_)["vram_vendor"]
+        vendor = "SAMSUNG" if issubclass(vendor_field, ctypes.Array) else 1
+        fill(
+            info,
+            vram_type=9,  # HBM3
+            vram_vendor=vendor,
+            vram_size=gpu.vram_mib,
+            vram_size_mb=gpu.vram_mib,
+            vram_bit_width=8192,
+        )
+
+    def device_bdf(self, gpu: FakeAmdGpu, bdf: Any) -> None:
+        """amdsmi_bdf_t: bit fields function:3, device:5, bus:8, domain:48 in one uint64."""
+        domain, bus, rest = gpu.bus_id.split(":")
+        device, function = rest.split(".")
+        packed = int(domain, 16) << 16 | int(bus, 16) << 8 | int(device, 16) << 3
+        bdf.as_uint = packed | int(function)

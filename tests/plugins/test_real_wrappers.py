@@ -1,0 +1,299 @@
+"""The NVIDIA and AMD plugins against the vendors' real Python wrappers, C libraries emulated.
+
+Each test runs the real ``pynvml`` (nvidia-ml-py) or ``amdsmi`` package, the installed release
+and older ones whose return shapes differ (pynvml 11.495 returns ``bytes``; amdsmi 6.0 returns
+``vram_size_mb``, an int ``device_id`` and the raw hex serial), with only ``libnvidia-ml`` and
+``libamd_smi`` emulated (:mod:`accelkit.testing.fakes.nvml_c`, :mod:`~.amdsmi_c`). Older releases
+are fetched once per cache with pip (``--no-deps --target``); without the package registry
+their cases are skipped, saying why. The last tests hold the hand-written fakes to the real
+wrappers: same exception classes, same messages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import subprocess
+import sys
+from typing import Any, Callable, Optional
+
+import accelkit
+import pynvml
+import pytest
+from accelkit.testing.fakes import amd, nvidia
+from accelkit.testing.fakes.amdsmi_c import emulated_amdsmi
+from accelkit.testing.fakes.nvml_c import emulated_pynvml
+from accelkit_plugins.amd import AmdManager
+from accelkit_plugins.nvidia import NvidiaManager
+
+Fetch = Callable[[str, str], pathlib.Path]
+INSTALLED = "installed"
+A100_MIGS = (
+    nvidia.FakeMig("MIG-11111111-2222-3333-4444-000000000001"),
+    nvidia.FakeMig(
+        "MIG-11111111-2222-3333-4444-000000000002",
+        "NVIDIA A100-SXM4-40GB MIG 3g.20gb",
+        19968 * nvidia.MIB,
+    ),
+)
+
+
+@pytest.fixture(scope="session")
+def fetch_release(request: pytest.FixtureRequest, tmp_path_factory: Any) -> Fetch:
+    """``fetch(distribution, version)``: a directory holding that release, installed once per
+    pytest cache (or per session with the cache off); the test is skipped when pip cannot."""
+    cache = getattr(request.config, "cache", None)
+    base = cache.mkdir("vendor-wrappers") if cache else tmp_path_factory.mktemp("wrappers")
+    failures: dict[str, str] = {}
+
+    def fetch(distribution: str, version: str) -> pathlib.Path:
+        spec = f"{distribution}=={version}"
+        target = pathlib.Path(base) / f"{distribution}-{version}"
+        if spec not in failures and not (target / "COMPLETE").exists():
+            argv = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"]
+            argv += ["--disable-pip-version-check", "--timeout", "20", "--retries", "1"]
+            result = subprocess.run(
+                [*argv, "--target", str(target), spec], capture_output=True, text=True
+            )
+            if result.returncode == 0:
+                (target / "COMPLETE").write_text(spec)
+            else:
+                lines = (result.stderr or result.stdout).strip().splitlines() or ["no output"]
+                failures[spec] = f"pip cannot install {spec}: {lines[-1]}"
+        if spec in failures:
+            pytest.skip(failures[spec])
+        return target
+
+    return fetch
+
+
+@pytest.fixture(params=[INSTALLED, "12.535.161", "11.495.46"])
+def pynvml_source(request: pytest.FixtureRequest, fetch_release: Fetch) -> Optional[pathlib.Path]:
+    """The ``pynvml.py`` of one nvidia-ml-py release (None: the installed one)."""
+    if request.param == INSTALLED:
+        return None
+    return fetch_release("nvidia-ml-py", request.param) / "pynvml.py"
+
+
+@pytest.fixture(params=[INSTALLED, "6.2.4", "6.0.2"])
+def amdsmi_package(request: pytest.FixtureRequest, fetch_release: Fetch) -> Optional[pathlib.Path]:
+    """The ``amdsmi`` package directory of one release (None: the installed one)."""
+    if request.param == INSTALLED:
+        return None
+    return fetch_release("amdsmi", request.param) / "amdsmi"
+
+
+def nvml_host(
+    tmp_path: pathlib.Path, gpus: list[nvidia.FakeGpu], module: Any, smi: bool = False
+) -> accelkit.FakeHost:
+    """A host with the emulated NVML, the GPUs' sysfs, and nvidia-smi when asked."""
+    nvidia.write_sysfs(tmp_path, gpus)
+    commands = {nvidia.NVIDIA_SMI_ARGV: (0, nvidia.nvidia_smi_output(gpus))} if smi else {}
+    return accelkit.FakeHost(root=tmp_path, commands=commands, modules={"pynvml": module})
+
+
+# -- NVIDIA ------------------------------------------------------------------------------------
+def test_nvml_gives_every_fact_of_eight_h100s(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], pynvml_source: Optional[pathlib.Path]
+) -> None:
+    gpus = nvidia.fake_gpus(8)
+    nvml = emulated_pynvml(gpus, source=pynvml_source)
+    devices, notes = run_detect(NvidiaManager(), nvml_host(tmp_path, gpus, nvml))
+    assert [(d.id, d.index, d.source) for d in devices] == [
+        (str(n), n, "library") for n in range(8)
+    ]
+    assert [(d.uuid, d.pci_bus_id, d.model) for d in devices] == [
+        (g.uuid, g.bus_id, g.name) for g in gpus
+    ]
+    assert {(d.type_label, d.memory_bytes) for d in devices} == {("H100", 81559 * nvidia.MIB)}
+    assert [d.numa_node for d in devices] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert (nvml.calls["nvmlInitWithFlags"], nvml.calls["nvmlShutdown"]) == (1, 1)
+    assert "8 device(s) from the library layer" in notes
+
+
+def test_nvml_mig_instances_take_the_place_of_their_gpu(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], pynvml_source: Optional[pathlib.Path]
+) -> None:
+    gpus = nvidia.fake_gpus(3, name="NVIDIA A100-SXM4-40GB")
+    gpus[0] = dataclasses.replace(gpus[0], migs=A100_MIGS)
+    gpus[2] = dataclasses.replace(gpus[2], migs=(), mig_mode=0)  # MIG-capable, MIG off
+    nvml = emulated_pynvml(gpus, source=pynvml_source)
+    devices, _ = run_detect(NvidiaManager(), nvml_host(tmp_path, gpus, nvml))
+    assert [(d.id, d.parent, d.type_label) for d in devices] == [
+        (A100_MIGS[0].uuid, "0", "A100-1g.5gb"),
+        (A100_MIGS[1].uuid, "0", "A100-3g.20gb"),
+        ("1", None, "A100"),
+        ("2", None, "A100"),
+    ]
+    assert [d.memory_bytes for d in devices[:2]] == [m.memory_bytes for m in A100_MIGS]
+    assert {d.pci_bus_id for d in devices[:2]} == {gpus[0].bus_id}
+
+
+def test_nvml_memory_not_supported_keeps_the_gpu_without_its_memory(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], pynvml_source: Optional[pathlib.Path]
+) -> None:
+    gpus = nvidia.fake_gpus(2)
+    nvml = emulated_pynvml(gpus, source=pynvml_source, unsupported={gpus[1].uuid})
+    devices, notes = run_detect(NvidiaManager(), nvml_host(tmp_path, gpus, nvml))
+    assert [(d.id, d.source, d.memory_bytes) for d in devices] == [
+        ("0", "library", 81559 * nvidia.MIB),
+        ("1", "library", None),
+    ]
+    assert f"NVIDIA H100 80GB HBM3 ({gpus[1].uuid}) does not report its memory" in notes
+    assert "warning" not in notes
+
+
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [
+        (
+            "NVML_ERROR_LIBRARY_NOT_FOUND",
+            "NVMLError_LibraryNotFound: NVML Shared Library Not Found",
+        ),
+        ("NVML_ERROR_DRIVER_NOT_LOADED", "NVMLError_DriverNotLoaded: Driver Not Loaded"),
+    ],
+)
+def test_nvml_without_library_or_driver_is_info_and_the_next_layer_answers(
+    tmp_path: pathlib.Path,
+    run_detect: Callable[..., Any],
+    pynvml_source: Optional[pathlib.Path],
+    code: str,
+    error: str,
+) -> None:
+    gpus = nvidia.fake_gpus(2)
+    nvml = emulated_pynvml(gpus, source=pynvml_source, init_error=getattr(pynvml, code))
+    devices, notes = run_detect(NvidiaManager(), nvml_host(tmp_path, gpus, nvml, smi=True))
+    assert [(d.id, d.source) for d in devices] == [("0", "command"), ("1", "command")]
+    assert f"info: pynvml.nvmlInit() found no vendor stack: {error}" in notes
+    assert "warning" not in notes
+    assert nvml.calls["nvmlShutdown"] == 0
+
+
+# -- AMD ---------------------------------------------------------------------------------------
+def mi300x(count: int) -> list[amd.FakeAmdGpu]:
+    """MI300X GPUs whose serials have hex letters, so a serial read in the wrong base shows."""
+    return [
+        dataclasses.replace(gpu, serial=0xA1B2_C3D4_E5F6_0000 + n)
+        for n, gpu in enumerate(amd.fake_amdgpus(count))
+    ]
+
+
+def amd_host(tmp_path: pathlib.Path, gpus: list[amd.FakeAmdGpu], module: Any) -> accelkit.FakeHost:
+    """The GPUs' KFD topology, with amdsmi the only source of PCI device id and VRAM size."""
+    amd.write_sysfs(tmp_path, gpus)
+    for name in ("device", "mem_info_vram_total"):
+        for path in tmp_path.glob(f"sys/bus/pci/devices/*/{name}"):
+            path.unlink()
+    modules = {} if module is None else {"amdsmi": module}
+    return accelkit.FakeHost(root=tmp_path, modules=modules)
+
+
+def test_amdsmi_gives_every_fact_and_rocr_uuids(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], amdsmi_package: Optional[pathlib.Path]
+) -> None:
+    gpus = mi300x(8)
+    smi = emulated_amdsmi(gpus, package_dir=amdsmi_package)
+    devices, notes = run_detect(AmdManager(), amd_host(tmp_path, gpus, smi))
+    assert [(d.id, d.index, d.source) for d in devices] == [
+        (str(n), n, "library") for n in range(8)
+    ]
+    assert [(d.uuid, d.pci_bus_id) for d in devices] == [(g.rocr_uuid, g.bus_id) for g in gpus]
+    assert {(d.type_label, d.model, d.memory_bytes) for d in devices} == {
+        ("AMD-Instinct-MI300X-OAM", "AMD Instinct MI300X", 196592 * amd.MIB)
+    }
+    assert (smi.calls["amdsmi_init"], smi.calls["amdsmi_shut_down"]) == (1, 1)
+    assert "warning" not in notes
+    by_kfd, _ = run_detect(AmdManager(), amd_host(tmp_path, gpus, None))
+    assert [d.uuid for d in devices] == [d.uuid for d in by_kfd]  # as ROCr names them
+
+
+def test_amdsmi_handles_in_another_order_give_ids_in_kfd_order(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], amdsmi_package: Optional[pathlib.Path]
+) -> None:
+    gpus = mi300x(8)
+    order = [5, 2, 7, 0, 3, 6, 1, 4]
+    smi = emulated_amdsmi(gpus, package_dir=amdsmi_package, handle_order=order)
+    devices, _ = run_detect(AmdManager(), amd_host(tmp_path, gpus, smi))
+    assert [(d.id, d.pci_bus_id, d.uuid, d.source) for d in devices] == [
+        (str(n), g.bus_id, g.rocr_uuid, "library") for n, g in enumerate(gpus)
+    ]
+
+
+# -- the hand-written fakes raise what the real wrappers raise ---------------------------------
+def raised(call: Callable[[], object]) -> BaseException:
+    """The exception ``call`` raises (failing the test when it raises none)."""
+    try:
+        call()
+    except Exception as exc:
+        return exc
+    pytest.fail(f"{call} raised nothing")
+
+
+def nvml_gpu(nvml: Any, index: int) -> Any:
+    """The handle of GPU ``index`` in a fresh NVML session."""
+    nvml.nvmlInit()
+    return nvml.nvmlDeviceGetHandleByIndex(index)
+
+
+NVML_FAILURES: dict[str, Callable[[Any], object]] = {
+    "a call before nvmlInit": lambda nvml: nvml.nvmlDeviceGetCount(),
+    "nvmlShutdown without nvmlInit": lambda nvml: nvml.nvmlShutdown(),
+    "MIG mode of a GPU without MIG": lambda nvml: nvml.nvmlDeviceGetMigMode(nvml_gpu(nvml, 1)),
+    "an empty MIG slot": lambda nvml: nvml.nvmlDeviceGetMigDeviceHandleByIndex(
+        nvml_gpu(nvml, 0), 2
+    ),
+}
+
+
+@pytest.mark.parametrize("case", NVML_FAILURES)
+def test_the_hand_written_pynvml_raises_what_the_real_one_raises(case: str) -> None:
+    gpus = nvidia.fake_gpus(2)
+    gpus[0] = dataclasses.replace(gpus[0], migs=A100_MIGS)
+    fake = raised(lambda: NVML_FAILURES[case](nvidia.fake_pynvml(gpus)))
+    real = raised(lambda: NVML_FAILURES[case](emulated_pynvml(gpus)))
+    assert [c.__name__ for c in type(fake).__mro__] == [c.__name__ for c in type(real).__mro__]
+    assert str(fake) == str(real)
+
+
+def test_every_nvml_error_of_the_hand_written_pynvml_is_a_real_one() -> None:
+    fake, real = nvidia.fake_pynvml([]), emulated_pynvml([])
+    names = sorted(name for name in vars(fake) if name.startswith("NVMLError_"))
+    assert {"NVMLError_DriverNotLoaded", "NVMLError_LibraryNotFound"} <= set(names)
+    for name in names:
+        assert issubclass(getattr(real, name), real.NVMLError)
+        assert str(getattr(fake, name)()) == str(getattr(real, name)())
+
+
+def test_the_hand_written_amdsmi_raises_what_the_real_one_raises() -> None:
+    gpus = amd.fake_amdgpus(1)
+    fake = raised(amd.fake_amdsmi(gpus).amdsmi_get_processor_handles)
+    real = raised(emulated_amdsmi(gpus).amdsmi_get_processor_handles)
+    assert [c.__name__ for c in type(fake).__mro__] == [c.__name__ for c in type(real).__mro__]
+    assert (str(fake), fake.err_code) == (str(real), real.err_code)  # type: ignore[attr-defined]
+
+
+# -- the emulators themselves -------------------------------------------------------------------
+def test_emulated_wrappers_are_fresh_copies_that_leave_sys_modules_alone() -> None:
+    before = dict(sys.modules)
+    first, second = emulated_pynvml([]), emulated_pynvml([])
+    smi = emulated_amdsmi([])
+    assert first is not second and first.NVMLError is not second.NVMLError
+    assert "pynvml" not in sys.modules or sys.modules["pynvml"] not in (first, second)
+    assert smi.__name__ not in sys.modules
+    assert dict(sys.modules) == before
+
+
+def test_an_unknown_nvml_function_is_not_found_and_amdsmi_names_what_is_not_emulated() -> None:
+    nvml = emulated_pynvml(nvidia.fake_gpus(1))
+    error = raised(lambda: nvml.nvmlDeviceGetPowerUsage(nvml_gpu(nvml, 0)))
+    assert type(error).__name__ == "NVMLError_FunctionNotFound"
+    smi = emulated_amdsmi(amd.fake_amdgpus(1))
+    smi.amdsmi_init()
+    handle = smi.amdsmi_get_processor_handles()[0]
+    with pytest.raises(NotImplementedError, match=r"amdsmi_get_gpu_device_uuid\(\) is not"):
+        smi.amdsmi_get_gpu_device_uuid(handle)
+
+
+def test_a_handle_order_that_is_not_a_permutation_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"handle_order \[0, 0\] is not an ordering of the 2"):
+        emulated_amdsmi(amd.fake_amdgpus(2), handle_order=[0, 0])
