@@ -5,10 +5,9 @@ from __future__ import annotations
 import inspect
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
-from accelkit import Node, hookspecs, registry
+from accelkit import Device, Grant, Node, hookspecs, registry
 from fake_dists import FakeSite
 
 LABELS = """
@@ -26,10 +25,11 @@ from accelkit import hookimpl
 def accelkit_worker_env(grant, env):
     return {result}
 """
+WORKER_ENV_MANAGERS = WORKER_ENV.replace("(grant, env)", "(grant, env, managers)")
 
 TESTS = Path(__file__).resolve().parents[1]
 
-GRANT: Any = object()
+GRANT = Grant(0, {}, [])
 """The facades pass the grant through untouched; hints (which reads it) is disabled here."""
 
 
@@ -97,10 +97,13 @@ def test_worker_env_may_not_change_what_visibility_wrote(site: FakeSite) -> None
     assert added == {"HINT": "h"}
 
 
-def test_the_hook_receives_grant_and_env(site: FakeSite) -> None:
-    add_hook(site, "a-env", WORKER_ENV, "{'SEEN': str((grant, sorted(env)))}")
-    assert registry.default_registry().worker_env("the-grant", {"X": "1"}) == {  # type: ignore[arg-type]
-        "SEEN": "('the-grant', ['X'])"
+def test_the_hook_receives_grant_env_and_the_granted_families_managers(site: FakeSite) -> None:
+    add_hook(
+        site, "a-env", WORKER_ENV_MANAGERS, "{'SEEN': str((grant.token, sorted(env), managers))}"
+    )
+    grant = Grant(7, {"GPU": 1.0}, [(Device("0", family="nvidia", resource_name="GPU"), 1.0)])
+    assert registry.default_registry().worker_env(grant, {"X": "1"}) == {
+        "SEEN": "(7, ['X'], {'nvidia': <NvidiaManager nvidia:GPU>})"
     }
 
 

@@ -431,7 +431,7 @@ def test_a_required_plugin_that_fails_raises_plugin_error(
     with pytest.raises(accelkit.PluginError):
         registry.get_manager("nvidia")
     with pytest.raises(accelkit.PluginError):
-        registry.default_registry().worker_env(object(), {})  # type: ignore[arg-type]
+        registry.default_registry().worker_env(accelkit.Grant(0, {}, []), {})
     assert report()["acme"].status == "error", "the report still answers"
 
 
