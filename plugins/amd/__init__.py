@@ -60,6 +60,7 @@ PRODUCTS = {  # PCI device id -> type label (the id is the one fact every layer,
     0x75A3: "AMD-Instinct-MI355X-OAM",
 }
 ROCR_TOKEN = re.compile(r"[0-9]+|GPU-[0-9A-Za-z]+")  # an index or a ROCr UUID
+NO_DRIVER = ("AMDSMI_STATUS_DRIVER_NOT_LOADED",)  # amdsmi_init without amdgpu: an absent stack
 AMD_VENDOR = 0x1002
 AMD_SMI_LIST = ("amd-smi", "list", "--json")
 AMD_SMI_STATIC = ("amd-smi", "static", "--asic", "--vram", "--json")
@@ -97,10 +98,8 @@ class AmdManager(AcceleratorManager):
     ) -> dict[str, Optional[str]]:
         """ROCr's ids, HIP's positions in them, CUDA's variable unset (see the module)."""
         rocr = super().visibility_env(ids, total=total)
-        if not ids:
-            return {**rocr, "HIP_VISIBLE_DEVICES": None, "CUDA_VISIBLE_DEVICES": None}
-        positions = ",".join(str(n) for n in range(len(ids)))
-        return {**rocr, "HIP_VISIBLE_DEVICES": positions, "CUDA_VISIBLE_DEVICES": None}
+        hip = ",".join(str(n) for n in range(len(ids))) if ids else None  # nothing: HIP unset
+        return {**rocr, "HIP_VISIBLE_DEVICES": hip, "CUDA_VISIBLE_DEVICES": None}
 
     def detect(self, host: Host) -> list[Device]:
         """amdsmi, else amd-smi's JSON, else the KFD topology, else DRM cards; in ROCr's order."""
@@ -133,7 +132,7 @@ def vram_mib(size: Any) -> Optional[int]:
 
 def from_amdsmi(host: Host) -> Optional[list[Device]]:
     """One GPU per amdsmi processor handle."""
-    with library_session(host, "amdsmi", "amdsmi_init", "amdsmi_shut_down") as smi:
+    with library_session(host, "amdsmi", "amdsmi_init", "amdsmi_shut_down", NO_DRIVER) as smi:
         if smi is None:
             return None
         handles = smi.amdsmi_get_processor_handles()

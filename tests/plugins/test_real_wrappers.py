@@ -220,6 +220,22 @@ def test_amdsmi_handles_in_another_order_give_ids_in_kfd_order(
 
 
 # -- the hand-written fakes raise what the real wrappers raise ---------------------------------
+def test_amdsmi_without_its_driver_is_info_and_the_next_layer_answers(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], amdsmi_package: Optional[pathlib.Path]
+) -> None:
+    """amdsmi_init answers AMDSMI_STATUS_DRIVER_NOT_LOADED (34) when amdgpu is not loaded; the
+    wrapper raises its one exception class for every status, so the status names the cause."""
+    gpus = mi300x(2)
+    smi = emulated_amdsmi(gpus, package_dir=amdsmi_package, init_error=34)
+    amd.write_sysfs(tmp_path, gpus)
+    devices, notes = run_detect(
+        AmdManager(), accelkit.FakeHost(root=tmp_path, modules={"amdsmi": smi})
+    )
+    assert [(d.id, d.source) for d in devices] == [("0", "sysfs"), ("1", "sysfs")]
+    assert "info: amdsmi.amdsmi_init() found no vendor stack: AmdSmiLibraryException" in notes
+    assert "warning" not in notes
+
+
 def raised(call: Callable[[], object]) -> BaseException:
     """The exception ``call`` raises (failing the test when it raises none)."""
     try:

@@ -42,10 +42,11 @@ def library_session(
 
     NVML (``nvmlInit``/``nvmlShutdown``) and amdsmi (``amdsmi_init``/``amdsmi_shut_down``) hold
     driver handles until shut down, also when reading a device fails half-way. Yields None (with a
-    note) when the library is not installed, or when ``init`` raises an exception whose class is
-    named in ``absent`` (NVML's ``NVMLError_DriverNotLoaded``: a binding with no driver behind
-    it is an absent stack, an ``info`` note). Any other ``init`` error propagates, so the
-    detection layer reports it and the next layer answers.
+    note) when the library is not installed, or when ``init`` raises an exception whose class,
+    or a status its message names, is in ``absent`` (NVML's ``NVMLError_DriverNotLoaded``;
+    amdsmi raises one class for every status, so ``AMDSMI_STATUS_DRIVER_NOT_LOADED``): a binding
+    with no driver behind it is an absent stack, an ``info`` note. Any other ``init`` error
+    propagates, so the detection layer reports it and the next layer answers.
     """
     library = import_library(host, name)
     if library is None:
@@ -54,7 +55,8 @@ def library_session(
     try:
         getattr(library, init)()
     except Exception as exc:
-        if not any(cls.__name__ in absent for cls in type(exc).__mro__):
+        named = {cls.__name__ for cls in type(exc).__mro__}
+        if not (named & set(absent) or any(status in str(exc) for status in absent)):
             raise
         note(f"{name}.{init}() found no vendor stack: {type(exc).__name__}: {exc}")
         yield None
