@@ -11,7 +11,8 @@ from types import ModuleType
 from typing import Any, Optional
 
 from ..device import Device
-from ..host import CommandResult, FakeHost, Host, ProbeEnv, ProbeFunction
+from ..diagnostics import collecting
+from ..host import CommandResult, FakeHost, Host, HostView, ProbeEnv, ProbeFunction
 from .catalog import check
 from .subject import THROUGH_HOST, Skipped, Subject
 from .watch import WatchedHost
@@ -48,6 +49,45 @@ class _HangingStackHost(FakeHost):
         raise TimeoutError(f"probe {function.__qualname__} did not finish")
 
 
+class _ToolsDownHost(HostView):
+    """A backdoor host's files and variables, with its vendor tools and libraries gone wrong.
+
+    ``mode`` is what every command does: ``"missing"`` (not installed), ``"failing"`` (exits 1
+    with an error) or ``"hanging"`` (times out); libraries are not installed and probes time
+    out, so only the device files are left to tell.
+    """
+
+    def __init__(self, inner: Host, mode: str) -> None:
+        super().__init__(inner, inner.env)
+        self.mode = mode
+
+    def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
+        if self.mode == "missing":
+            raise FileNotFoundError(f"{argv[0]}: not found on PATH")
+        if self.mode == "hanging":
+            raise TimeoutError(f"{argv[0]} did not finish within {timeout or 10:g}s")
+        return CommandResult(1, "", f"{argv[0]}: error: the driver is not responding\n")
+
+    def import_module(self, name: str) -> ModuleType:
+        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+    def probe(
+        self,
+        function: ProbeFunction,
+        *args: Any,
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> Any:
+        raise TimeoutError(f"probe {function.__qualname__} did not finish")
+
+
+TOOL_FAILURES = {
+    "missing": "its tools and libraries are not installed",
+    "failing": "its tools exit 1 and its libraries are not installed",
+    "hanging": "its tools and probes time out and its libraries are not installed",
+}
+
+
 def _fingerprint(devices: Sequence[Device]) -> list[dict[str, Any]]:
     return [d.to_dict() for d in devices]
 
@@ -75,6 +115,31 @@ def broken_stack(subject: Subject) -> None:
     ):
         devices = subject.detect(host, what)
         assert devices == [], f"{subject.label}.detect() found {devices!r} on {what}; expected []"
+
+
+@check("detection")
+def device_files_without_tools(subject: Subject) -> None:
+    """A backdoor host's files with the vendor's tools missing, failing or hanging: detection
+    returns the devices the files show, or says why not; it never raises."""
+    count = max(subject.host_counts(), default=0)
+    if count == 0:
+        raise Skipped("no device count above 0 to build a host for")
+    for mode, what in TOOL_FAILURES.items():
+        host = _ToolsDownHost(subject.host(count), mode)
+        described = f"make_host({count}) where {what}"
+        with collecting(subject.family) as notes:
+            try:
+                devices = subject.manager.detect(host)
+            except Exception as exc:
+                raise AssertionError(
+                    f"{subject.label}.detect() raised on {described}: {type(exc).__name__}: "
+                    f"{exc}; fall back to the device files, or return [] and say why with "
+                    "accelkit.note()"
+                ) from exc
+        assert devices or notes, (
+            f"{subject.label}.detect() found nothing on {described} and said nothing: report "
+            "the devices its files show, or say why with accelkit.note()"
+        )
 
 
 @check("detection")
