@@ -74,7 +74,8 @@ class LedgerView:
 
 
 WaitReporter = Callable[[LedgerView], None]
-"""Told once, when a request starts to wait, what it waits behind (``accelkit run`` prints it)."""
+"""Told once, when a request starts to wait, what it waits for: the holders, and the requests
+ahead of it (``accelkit run`` prints it)."""
 
 
 class Ledger:
@@ -252,7 +253,7 @@ class Ledger:
                 state.next_ticket += 1
                 state.queue.append(Ticket(ticket, holder, queue_as, time.time()))
                 state.changed = True
-            return None, ticket, self._view(state)
+            return None, ticket, self._view(state, before=ticket)
 
     def _withdraw(self, ticket: Optional[int]) -> None:
         """Leave the queue (timed out, stopped, or interrupted)."""
@@ -306,7 +307,8 @@ class Ledger:
                 self._mirror[token] = (data, grant)
         return allocator
 
-    def _view(self, state: LedgerState) -> LedgerView:
+    def _view(self, state: LedgerState, before: Optional[int] = None) -> LedgerView:
+        """The state as a view; ``before``: only the tickets ahead of that one."""
         try:
             holdings = tuple(
                 Holding(Grant.from_dict(r.grant), r.holder, r.since) for r in state.grants
@@ -317,7 +319,11 @@ class Ledger:
             path=self.path,
             node=None if state.node is None else state.node.get("summary"),
             holdings=holdings,
-            waiting=tuple(Waiting(t.ticket, t.holder, t.wants, t.since) for t in state.queue),
+            waiting=tuple(
+                Waiting(t.ticket, t.holder, t.wants, t.since)
+                for t in state.queue
+                if before is None or t.ticket < before
+            ),
         )
 
     def __repr__(self) -> str:
@@ -361,7 +367,10 @@ def _reclaim(state: LedgerState) -> None:
 def _describe(request: Mapping[str, object], accelerator_type: Optional[str]) -> str:
     """``GPU=1, accelerator_type=H100``: a request as people write it on the command line."""
     try:
-        parts = [f"{name}={quantity}" for name, quantity in request.items()]
+        parts = [
+            f"{name}={quantity:g}" if isinstance(quantity, float) else f"{name}={quantity}"
+            for name, quantity in request.items()
+        ]
     except AttributeError:
         return repr(request)
     if accelerator_type is not None:
