@@ -28,6 +28,7 @@ LAYERS = {
     "_json": 0,
     "_lazy": 0,
     "_version": 0,
+    "poolworker": 0,  # a pool's worker process: the standard library only, before each call
     # 1: the machine and the numbers, and the ledger's file and holders
     "host": 1,
     "holder": 1,
@@ -56,8 +57,10 @@ LAYERS = {
     "scaling": 6,
     "allocator": 6,
     "ledger": 6,
+    "workerprocess": 6,
     # 7: faces
     "cli": 7,
+    "pool": 7,
     "__init__": 7,
 }
 HOOK_RECORDS = {"node", "grant"}

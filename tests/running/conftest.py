@@ -1,5 +1,6 @@
-"""Ledger tests run on example nodes (no hardware), each with its own ledger file, in a clean
-environment: no inherited ACCELKIT_* variable, no third-party plugin."""
+"""Ledger, `accelkit run` and pool tests run on example nodes (no hardware), each with its own
+ledger file, in a clean environment: no inherited ACCELKIT_* or visibility variable, no
+third-party plugin."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from accelkit import Node, registry
+from accelkit.ledger import Ledger
 from ledger_support import NODES, node_of
 
 
@@ -43,3 +45,8 @@ def h100(node_files: dict[str, Path]) -> Node:
 @pytest.fixture
 def ledger_path(tmp_path: Path) -> Path:
     return tmp_path / "ledger.json"
+
+
+@pytest.fixture
+def ledger(ledger_path: Path, h100: Node) -> Ledger:
+    return Ledger(ledger_path, h100)
