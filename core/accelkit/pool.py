@@ -184,9 +184,13 @@ class AcceleratorPool(Executor):
             self._condition.wait()
 
     def _reusable(self, call: _Call) -> Optional[WorkerProcess]:
-        """An idle worker made for this kind of call, still alive; lock held."""
-        for worker in self._idle:
-            if worker.key == call.key and worker.alive():
+        """An idle worker made for this kind of call; lock held. Idle workers found dead
+        (killed between calls) are retired on the way, which gives their grants back."""
+        for worker in list(self._idle):
+            if not worker.alive():
+                self._idle.remove(worker)
+                self._retire(worker)
+            elif worker.key == call.key:
                 self._idle.remove(worker)
                 return worker
         return None

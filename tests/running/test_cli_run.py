@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from accelkit import Node
-from accelkit.cli.run import EXIT_BUSY, EXIT_NOT_FOUND, EXIT_TIMED_OUT
+from accelkit.cli.run import EXIT_BUSY, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_TIMED_OUT
 from accelkit.ledger import Ledger
 from ledger_support import ROOT
 
@@ -179,3 +179,11 @@ def audit(ledger: Ledger, pids: set[int], pid: int) -> str:
     if any(h.holder.pid == pid for h in view.holdings):
         return "holding"
     return "waiting" if any(w.holder.pid == pid for w in view.waiting) else "starting"
+
+
+def test_the_guide_documents_the_exit_codes_and_says_variables_are_advisory() -> None:
+    guide = (ROOT / "docs" / "sharing-a-machine.md").read_text()
+    assert "Visibility variables are advisory, not isolation" in guide
+    assert f"| {EXIT_BUSY} | the request does not fit now" in guide
+    assert f"| {EXIT_TIMED_OUT} | `--wait --timeout S` ran out" in guide
+    assert f"| {EXIT_NOT_FOUND}, {EXIT_CANNOT_EXECUTE} | the command was not found" in guide

@@ -14,6 +14,7 @@ from typing import Any
 import pool_targets as targets
 import pytest
 from accelkit import InvalidRequest, Node, Unsatisfiable, WorkerCrashed
+from accelkit.holder import Holder
 from accelkit.ledger import Ledger
 from accelkit.pool import AcceleratorPool
 
@@ -55,6 +56,19 @@ def test_max_calls_zero_reuses_one_worker_which_keeps_its_grant(ledger: Ledger) 
         assert [g.ids for g in ledger.grants()] == [{"GPU": ["0"]}]  # held while idle
         assert ledger.grants()[0] and Ledger(ledger.path).view().holdings[0].holder.pid in pids
     assert ledger.grants() == []
+
+
+def test_an_idle_worker_killed_between_calls_is_replaced(ledger: Ledger) -> None:
+    with pool_of(ledger) as pool:
+        first = pool.submit(targets.pid, resources={"GPU": 1}, max_calls=0).result()
+        os.kill(first, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while Holder.of(first) is not None:  # dead (a zombie counts as dead)
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        second = pool.submit(targets.pid, resources={"GPU": 1}, max_calls=0).result()
+        assert second != first
+        assert [h.holder.pid for h in ledger.view().holdings] == [second]
 
 
 def test_max_calls_n_recycles_after_n_calls(ledger: Ledger) -> None:
@@ -150,6 +164,7 @@ def test_bad_calls_fail_at_once(ledger: Ledger) -> None:
 SCRIPT = """
 import json, os, sys
 from accelkit import Node
+from accelkit.holder import Holder
 from accelkit.ledger import Ledger
 from accelkit.pool import AcceleratorPool
 
