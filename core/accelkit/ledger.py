@@ -94,8 +94,8 @@ class Ledger:
         *,
         registry: Optional[Registry] = None,
     ) -> None:
-        self.path = Path(path) if path is not None else default_path()
-        self._file = LedgerFile(self.path, private_parent=path is None)
+        self.path, private = (Path(path), False) if path is not None else default_path()
+        self._file = LedgerFile(self.path, private_parent=private)
         self._node = node
         self._registry = registry
         self._allocator: Optional[Allocator] = None

@@ -113,17 +113,17 @@ class LedgerState:
         }
 
 
-def default_path() -> Path:
-    """``$ACCELKIT_LEDGER``, else ``$XDG_RUNTIME_DIR/accelkit/ledger.json``, else
-    ``<temp dir>/accelkit-<uid>/ledger.json``: one ledger per user, which the pool and
-    ``accelkit run`` share."""
+def default_path() -> tuple[Path, bool]:
+    """The ledger ``path=None`` means, and whether it is the per-user one: ``$ACCELKIT_LEDGER``
+    (a group's, used as given), else ``$XDG_RUNTIME_DIR/accelkit/ledger.json``, else
+    ``<temp dir>/accelkit-<uid>/ledger.json``. The pool and ``accelkit run`` share it."""
     chosen = os.environ.get(LEDGER_VAR, "").strip()
     if chosen:
-        return Path(chosen)
+        return Path(chosen), False
     runtime = os.environ.get("XDG_RUNTIME_DIR", "").strip()
     if runtime and os.path.isdir(runtime):
-        return Path(runtime) / "accelkit" / "ledger.json"
-    return Path(tempfile.gettempdir()) / f"accelkit-{os.getuid()}" / "ledger.json"
+        return Path(runtime) / "accelkit" / "ledger.json", True
+    return Path(tempfile.gettempdir()) / f"accelkit-{os.getuid()}" / "ledger.json", True
 
 
 class LedgerFile:
@@ -134,6 +134,8 @@ class LedgerFile:
     """
 
     def __init__(self, path: Path, *, private_parent: bool = False) -> None:
+        """``private_parent``: the per-user default, whose directory is made (mode 0700) and
+        must belong to this user; any other ledger's directory must exist."""
         self.path = path
         self.lock_path = path.with_name(path.name + ".lock")
         self._temp_path = path.with_name(path.name + ".tmp")
@@ -169,8 +171,8 @@ class LedgerFile:
                 f"cannot use the ledger {self.path}: its directory {directory} does not exist. "
                 f"Create it (for a group: mkdir -m 2770 {directory}; chgrp GROUP {directory})"
             )
-        # The ledger and its lock take the directory's read and write bits: private in a
-        # private directory, group-writable in a group's.
+        # The ledger and its lock take the directory's read and write bits, whatever the
+        # umask: private in a private directory, group-writable in a group's.
         self._mode = stat.S_IMODE(directory.stat().st_mode) & 0o666
         try:
             fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, self._mode)
@@ -181,6 +183,9 @@ class LedgerFile:
                 raise self._unwritable(error) from None
         except OSError as error:
             raise self._unwritable(error) from None
+        if os.fstat(fd).st_uid == os.getuid():
+            with suppress(OSError):
+                os.fchmod(fd, self._mode)  # whatever this process's umask says
         self._fd, self._fd_pid = fd, os.getpid()
         return fd
 
@@ -238,6 +243,7 @@ class LedgerFile:
                 self._temp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, self._mode
             )
             try:
+                os.fchmod(fd, self._mode)  # whatever this process's umask says
                 os.write(fd, text)
             finally:
                 os.close(fd)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 from .errors import WorkerCrashed
 from .holder import Holder
-from .ledger import Ledger
+from .ledger import Ledger, fingerprint
 from .request import validate_request
 from .workerprocess import WorkerProcess, main_path
 
@@ -71,6 +71,12 @@ class AcceleratorPool(Executor):
             raise ValueError(f"max_workers must be a whole number above 0, not {max_workers!r}")
         self._ledger = ledger if ledger is not None else Ledger(None, node, registry=registry)
         self._node = node if node is not None else self._ledger.node
+        if fingerprint(self._node) != fingerprint(self._ledger.node):
+            raise ValueError(
+                f"the pool's node ({fingerprint(self._node)['summary']}) is not the node of "
+                f"its ledger {self._ledger.path} ({fingerprint(self._ledger.node)['summary']}): "
+                "give the ledger that node, or leave node out"
+            )
         self._registry = registry
         self._max_workers = max_workers or max(os.cpu_count() or 1, len(self._node.devices))
         self._device_resources = {d.resource_name for d in self._node.devices}

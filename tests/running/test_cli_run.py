@@ -154,9 +154,16 @@ def test_kill_9_at_random_moments_leaves_no_lost_or_phantom_grant(
     chance.shuffle(doomed)
     view = Ledger(ledger, h100)
     stages = []
-    for process in doomed:
+    pids = {p.pid for p in runs}
+    for number, process in enumerate(doomed):
+        if number == len(doomed) // 2:
+            # Half way, make sure the next one dies as a command holding its grant: wait for
+            # a holder and kill it first, whatever the machine's load did to the timing.
+            holder = wait_for_holder(view)
+            doomed[number:] = sorted(doomed[number:], key=lambda p: p.pid != holder)
+            process = doomed[number]
         time.sleep(chance.uniform(0, 0.3))  # before, during or after the acquire and the exec
-        stages.append(audit(view, {p.pid for p in runs}, process.pid))
+        stages.append(audit(view, pids, process.pid))
         process.kill()
         process.wait(timeout=60)
     audit(view, set(), 0)
@@ -164,6 +171,14 @@ def test_kill_9_at_random_moments_leaves_no_lost_or_phantom_grant(
     assert view.view().waiting == ()  # no waiter left behind
     everything = view.acquire({"GPU": 8})  # nothing lost: the whole node is free again
     assert everything is not None
+
+
+def wait_for_holder(ledger: Ledger) -> int:
+    deadline = time.monotonic() + 60
+    while not ledger.view().holdings:
+        assert time.monotonic() < deadline, "no run ever held a grant"
+        time.sleep(0.01)
+    return ledger.view().holdings[0].holder.pid
 
 
 def audit(ledger: Ledger, pids: set[int], pid: int) -> str:

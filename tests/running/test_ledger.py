@@ -282,6 +282,26 @@ def test_a_read_only_ledger_directory_is_a_clear_error(
     assert f"permission on {folder}" in message and "--ledger PATH" in message
 
 
+def test_the_default_ledger_is_per_user_unless_a_group_names_one(
+    tmp_path: Path, h100: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    ledger = Ledger(node=h100)
+    assert ledger.path == tmp_path / "accelkit" / "ledger.json"
+    assert ledger.acquire({"GPU": 1}) is not None
+    assert (tmp_path / "accelkit").stat().st_mode & 0o777 == 0o700
+    assert oct(ledger.path.stat().st_mode & 0o777) == oct(0o600)
+    group = tmp_path / "group"
+    group.mkdir(mode=0o770)
+    group.chmod(0o2770)
+    monkeypatch.setenv("ACCELKIT_LEDGER", str(group / "ledger.json"))
+    shared = Ledger(node=h100)
+    assert shared.path == group / "ledger.json" and shared.acquire({"GPU": 1}) is not None
+    # The group's ledger and its lock take the directory's read and write bits.
+    assert oct(shared.path.stat().st_mode & 0o777) == oct(0o660)
+    assert oct((group / "ledger.json.lock").stat().st_mode & 0o777) == oct(0o660)
+
+
 def test_a_missing_directory_of_a_given_path_is_explained(tmp_path: Path, h100: Node) -> None:
     path = tmp_path / "nowhere" / "ledger.json"
     with pytest.raises(LedgerError, match=r"does not exist\. Create it"):

@@ -159,6 +159,8 @@ def test_bad_calls_fail_at_once(ledger: Ledger) -> None:
             pool.submit(targets.pid, max_calls=-1)
     with pytest.raises(ValueError, match="max_workers"):
         AcceleratorPool(ledger.node, max_workers=0, ledger=ledger)
+    with pytest.raises(ValueError, match="is not the node of its ledger"):
+        AcceleratorPool(Node(), ledger=ledger)
 
 
 SCRIPT = """
