@@ -121,18 +121,46 @@ class Ledger:
         timeout: Optional[float] = None,
         *,
         accelerator_type: Optional[str] = None,
+        on_wait: Optional[WaitReporter] = None,
+        stop: Optional[Callable[[], bool]] = None,
     ) -> Optional[Grant]:
         """A grant held by this process, or None.
 
         Without ``wait``, None when the request does not fit now (or requests that wait are
         ahead of it). With ``wait``, queue in arrival order until it fits; None only when
-        ``timeout`` seconds pass first. Raises :class:`~accelkit.Unsatisfiable` at once for a
-        request this node can never serve, :class:`~accelkit.InvalidRequest` for a malformed
-        one, and :class:`~accelkit.LedgerError` for a ledger it cannot use.
+        ``timeout`` seconds pass first, or when ``stop()`` turns true (asked between looks).
+        ``on_wait`` is told once, when the request starts to wait, what it waits for. Raises
+        :class:`~accelkit.Unsatisfiable` at once for a request this node can never serve,
+        :class:`~accelkit.InvalidRequest` for a malformed one, and
+        :class:`~accelkit.LedgerError` for a ledger it cannot use.
         """
-        return self.acquire_for(
-            request, wait=wait, timeout=timeout, accelerator_type=accelerator_type
-        )
+        if timeout is not None and not wait:
+            raise ValueError("timeout applies to waiting: pass wait=True with it")
+        holder = Holder.current()
+        wants = _describe(request, accelerator_type)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        ticket: Optional[int] = None
+        poll = _FIRST_POLL
+        try:
+            while True:
+                grant, ticket, view = self._decide(
+                    request, accelerator_type, holder, ticket, wants if wait else None
+                )
+                if grant is not None or not wait:
+                    return grant
+                if on_wait is not None and view is not None:
+                    on_wait(view)
+                    on_wait = None
+                left = None if deadline is None else deadline - time.monotonic()
+                if (stop is not None and stop()) or (left is not None and left <= 0):
+                    self._withdraw(ticket)
+                    return None
+                time.sleep(poll if left is None else min(poll, left))
+                poll = min(poll * 2, _LAST_POLL)
+        except BaseException:
+            if ticket is not None:
+                self._withdraw(ticket)
+            raise
 
     def release(self, grant: Grant) -> None:
         """Give ``grant`` back; :class:`~accelkit.InvalidRequest` if the ledger does not hold it
@@ -153,47 +181,6 @@ class Ledger:
         with self._threads, self._file.locked() as state:
             _reclaim(state)
             return self._view(state)
-
-    def acquire_for(
-        self,
-        request: Mapping[str, object],
-        *,
-        wait: bool = False,
-        timeout: Optional[float] = None,
-        accelerator_type: Optional[str] = None,
-        holder: Optional[Holder] = None,
-        on_wait: Optional[WaitReporter] = None,
-        stop: Optional[Callable[[], bool]] = None,
-    ) -> Optional[Grant]:
-        """:meth:`acquire` for ``holder`` (None: this process), telling ``on_wait`` what it
-        waits behind, and giving up (None) when ``stop()`` turns true while it waits."""
-        if timeout is not None and not wait:
-            raise ValueError("timeout applies to waiting: pass wait=True with it")
-        who = holder or Holder.current()
-        wants = _describe(request, accelerator_type)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        ticket: Optional[int] = None
-        poll = _FIRST_POLL
-        try:
-            while True:
-                grant, ticket, view = self._decide(
-                    request, accelerator_type, who, ticket, wants if wait else None
-                )
-                if grant is not None or not wait:
-                    return grant
-                if on_wait is not None and view is not None:
-                    on_wait(view)
-                    on_wait = None
-                left = None if deadline is None else deadline - time.monotonic()
-                if (stop is not None and stop()) or (left is not None and left <= 0):
-                    self._withdraw(ticket)
-                    return None
-                time.sleep(poll if left is None else min(poll, left))
-                poll = min(poll * 2, _LAST_POLL)
-        except BaseException:
-            if ticket is not None:
-                self._withdraw(ticket)
-            raise
 
     def discard(self, grant: Grant) -> bool:
         """Give ``grant`` back if the ledger still holds it; whether it did."""

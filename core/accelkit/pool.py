@@ -208,7 +208,7 @@ class AcceleratorPool(Executor):
             with self._condition:
                 return call.future.cancelled() or bool(self._idle)
 
-        grant = self._ledger.acquire_for(call.request, wait=True, stop=changed)
+        grant = self._ledger.acquire(call.request, wait=True, stop=changed)
         if grant is None:
             with self._condition:
                 reusable = any(worker.key == call.key for worker in self._idle)

@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     request, accelerator_type = parse_request(args.request)
     node = detect_node(host_from_args(args), dict(args.override) or None)
     ledger = open_ledger(args, node)
-    grant = ledger.acquire_for(
+    grant = ledger.acquire(
         request,
         wait=args.wait,
         timeout=args.timeout,
