@@ -19,7 +19,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Optional
 
 from .errors import WorkerCrashed
-from .grant import Grant
+from .grant import Grant, worker_environ
 
 __all__ = ["RemoteTraceback", "WorkerProcess", "main_path"]
 
@@ -41,17 +41,11 @@ class WorkerProcess:
         self.grant = grant
         self.key = key
         self.calls = 0
-        environ = dict(os.environ)
-        for name, value in env.items():
-            if value is None:
-                environ.pop(name, None)
-            else:
-                environ[name] = value
         ours, theirs = socket.socketpair()
         with ours, theirs:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "accelkit.poolworker", str(theirs.fileno())],
-                env=environ,
+                env=worker_environ(env),
                 stdin=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
             )

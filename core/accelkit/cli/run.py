@@ -15,7 +15,6 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, Optional
 
-from . import EXIT_USAGE
 from ._common import (
     add_ledger_option,
     add_override_option,
@@ -29,7 +28,7 @@ from .env import parse_request
 
 if TYPE_CHECKING:
     from ..grant import Grant
-    from ..ledger import LedgerView
+    from ..ledger import Ledger, LedgerView
 
 EXIT_BUSY = 75
 """The request does not fit now and ``--wait`` was not given (sysexits' EX_TEMPFAIL)."""
@@ -108,14 +107,11 @@ def run(args: argparse.Namespace) -> int:
     return _exec(command, grant, ledger, args.hide_others)
 
 
-def _exec(command: list[str], grant: Grant, ledger: Any, hide_others: bool) -> int:
+def _exec(command: list[str], grant: Grant, ledger: Ledger, hide_others: bool) -> int:
     """Become ``command`` with the grant's environment; give the grant back if that fails."""
-    environ = dict(os.environ)
-    for name, value in grant.env(hide_others=hide_others).items():
-        if value is None:
-            environ.pop(name, None)
-        else:
-            environ[name] = value
+    from ..grant import worker_environ
+
+    environ = worker_environ(grant.env(hide_others=hide_others))
     _say(f"took {grant_text(grant)}")
     sys.stdout.flush()
     try:
@@ -124,7 +120,6 @@ def _exec(command: list[str], grant: Grant, ledger: Any, hide_others: bool) -> i
         ledger.discard(grant)
         _say(f"cannot run {command[0]!r}: {error.strerror}")
         return EXIT_NOT_FOUND if isinstance(error, FileNotFoundError) else EXIT_CANNOT_EXECUTE
-    return EXIT_USAGE  # not reached: exec returns only by raising
 
 
 def _waits_for(view: LedgerView) -> str:
