@@ -99,6 +99,11 @@ class AcceleratorPool(Executor):
     ) -> Future[T]:
         """Schedule ``fn(*args, **kwargs)`` on a worker holding ``resources``.
 
+        ``max_calls`` None: 1 when ``resources`` names a device resource of the node (a fresh
+        process per call), else 0 (reuse). ``fn`` and its arguments must pickle; a function
+        of the ``__main__`` script is found by importing that script in the worker (guard its
+        top-level work with ``if __name__ == "__main__":``, as for ``multiprocessing``).
+
         Raises at once: :class:`~accelkit.Unsatisfiable` for a request this node can never
         serve, :class:`~accelkit.InvalidRequest` for a malformed one, ``ValueError`` for a bad
         ``max_calls``, pickling errors for a call that cannot be sent to a process, and
