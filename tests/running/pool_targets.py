@@ -19,6 +19,11 @@ def pid() -> int:
     return os.getpid()
 
 
+def clock() -> float:
+    """When the call started (the monotonic clock is one for every process of a machine)."""
+    return time.monotonic()
+
+
 def add(a: int, b: int = 0) -> int:
     return a + b
 

@@ -149,6 +149,16 @@ def test_a_pool_and_other_holders_never_share_a_device(ledger: Ledger) -> None:
         assert both.result(timeout=60)[2] == "0,1"
 
 
+def test_calls_that_do_not_fit_wait_in_submission_order(ledger: Ledger) -> None:
+    everything = ledger.acquire({"GPU": 8})
+    assert everything is not None
+    with pool_of(ledger) as pool:
+        big = pool.submit(targets.clock, resources={"GPU": 8})
+        small = pool.submit(targets.clock, resources={"GPU": 1})
+        ledger.release(everything)  # both fit now; the first submitted runs first
+        assert big.result(timeout=60) < small.result(timeout=60)
+
+
 def test_bad_calls_fail_at_once(ledger: Ledger) -> None:
     with pool_of(ledger) as pool:
         with pytest.raises(Unsatisfiable):
