@@ -313,3 +313,20 @@ def wait_until(condition: object, timeout: float = 30) -> None:
     while not condition():  # type: ignore[operator]
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
+
+
+def test_the_ledger_file_matches_its_documented_schema(
+    ledger_path: Path, node_files: dict[str, Path], h100: Node
+) -> None:
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is in the test extra")
+    schemas = Path(__file__).resolve().parents[2] / "docs" / "schemas"
+    ledger = Ledger(ledger_path, h100)
+    held = ledger.acquire({"GPU": 7})
+    waiter = HoldingProcess(ledger_path, node_files["nvidia-h100-8gpu"], {"GPU": 2}, wait=True)
+    wait_until(lambda: len(ledger.view().waiting) == 1)
+    data = json.loads(ledger_path.read_text())
+    waiter.kill()
+    for name, document in (("ledger", data), ("grant", data["grants"][0]["grant"])):
+        schema = json.loads((schemas / f"{name}.schema.json").read_text())
+        jsonschema.Draft202012Validator(schema).validate(document)
+    assert held is not None and data["queue"][0]["wants"] == "GPU=2"
