@@ -92,6 +92,15 @@ def test_the_holder_is_the_command_and_its_exit_status_is_returned(tmp_path: Pat
     assert json.loads(run(ledger, "ps", "--json").stdout)["grants"] == []
 
 
+def test_the_command_sees_its_grant_and_with_hide_others_nothing_else(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.json"
+    mixed = str(ROOT / "examples" / "nodes" / "mixed-nvidia-ascend")
+    show = 'echo "$CUDA_VISIBLE_DEVICES $CUDA_DEVICE_ORDER ${ASCEND_RT_VISIBLE_DEVICES-unset}"'
+    for option, ascend in (("--hide-others", ""), ("--wait", "unset")):
+        seen = run(ledger, "run", "-r", "GPU=1", option, "--host", mixed, "--", "sh", "-c", show)
+        assert seen.stdout.split(" ") == ["0", "PCI_BUS_ID", f"{ascend}\n"], seen
+
+
 def test_ps_lists_waiting_requests_in_order(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.json"
     holder = hold_everything(ledger, tmp_path)
