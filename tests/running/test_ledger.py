@@ -130,6 +130,31 @@ def test_a_reused_pid_does_not_keep_a_dead_grant(ledger_path: Path, h100: Node) 
     assert ledger.acquire({"GPU": 8}) is not None
 
 
+LOCK_AND_DIE = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_writer_killed_mid_change_blocks_nothing_and_corrupts_nothing(
+    ledger_path: Path, h100: Node
+) -> None:
+    ledger = Ledger(ledger_path, h100)
+    grant = ledger.acquire({"GPU": 1})
+    # A writer killed holding the lock, its new state half written to the temporary file.
+    (ledger_path.parent / "ledger.json.tmp").write_text('{"version": 1, "gra')
+    argv = [sys.executable, "-c", LOCK_AND_DIE, str(ledger_path) + ".lock"]
+    writer = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert writer.stdout is not None and writer.stdout.readline() == "locked\n"
+    writer.kill()
+    writer.wait(timeout=30)
+    assert ledger.grants() == [grant]  # the kernel dropped its lock; the ledger is whole
+    assert ledger.acquire({"GPU": 1}) is not None
+
+
 def test_a_reboot_reclaims_everything(ledger_path: Path, h100: Node) -> None:
     ledger = Ledger(ledger_path, h100)
     assert ledger.acquire({"GPU": 8}) is not None
