@@ -24,6 +24,7 @@ _LAZY = {
     "ProbeError": "host",
     "load_snapshot": "snapshot",
     "AccelkitError": "errors",
+    "InvalidData": "errors",
     "InvalidRequest": "errors",
     "Unsatisfiable": "errors",
     "ConfigurationError": "errors",
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from .diagnostics import note as note
     from .errors import AccelkitError as AccelkitError
     from .errors import ConfigurationError as ConfigurationError
+    from .errors import InvalidData as InvalidData
     from .errors import InvalidRequest as InvalidRequest
     from .errors import PluginError as PluginError
     from .errors import PluginWarning as PluginWarning

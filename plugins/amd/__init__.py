@@ -120,6 +120,8 @@ def from_amdsmi(host: Host) -> Optional[list[Device]]:
         if smi is None:
             return None
         handles = smi.amdsmi_get_processor_handles()
+        if not isinstance(handles, list):  # "" would read as "no GPU" and hide later layers
+            raise TypeError(f"amdsmi_get_processor_handles() returned {handles!r:.80}")
         return [amdsmi_gpu(host, smi, n, handle) for n, handle in enumerate(handles)]
 
 

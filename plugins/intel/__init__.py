@@ -60,6 +60,7 @@ TYPE_LABELS = (
 DISCRETE = re.compile("|".join(pattern for pattern, _ in TYPE_LABELS), re.IGNORECASE)
 STACKS = {"Intel-GPU-Max-1550": 2, "Intel-GPU-Max-1450": 2, "Intel-GPU-Max-1350": 2}
 INTEGRATED_BUS = "0000:00:02.0"
+MASK_ID = re.compile(r"^[0-9]+(\.[0-9]+)?$")  # a device or device.stack; no selector syntax
 XPU_SMI = ("xpu-smi", "discovery", "-j")
 Roots = list[Optional[Device]]  # a card's root devices; None for an integrated GPU
 
@@ -77,6 +78,7 @@ class IntelManager(AcceleratorManager):
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
         """``ZE_AFFINITY_MASK`` first, then ``ONEAPI_DEVICE_SELECTOR``'s ids relative to it."""
         mask = split_ids(env.get("ZE_AFFINITY_MASK"), self.nothing_visible)
+        mask = None if mask is None else [t for t in mask if MASK_ID.match(t)]
         selected = level_zero_ids(env.get("ONEAPI_DEVICE_SELECTOR"), self.nothing_visible)
         if mask is None or selected is None:
             return selected if mask is None else mask

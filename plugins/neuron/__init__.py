@@ -14,7 +14,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Optional
 
 from accelkit import CONTIGUOUS, AcceleratorManager, Device, Host, hookimpl, note
-from accelkit.detect import detect_layers, first_records, is_index, parse_int, read_int, read_value
+from accelkit.detect import (
+    detect_layers,
+    device_count,
+    first_records,
+    is_index,
+    parse_int,
+    read_int,
+    read_value,
+)
 
 from .ranges import format_ranges, parse_ranges
 
@@ -85,7 +93,7 @@ class NeuronManager(AcceleratorManager):
             lnc = _lnc(host.env, model)
             if physical <= 0 or physical % lnc:
                 note(f"neuron{chip.number} has {physical} cores, grouped by {lnc}", "warning")
-            logical = physical // lnc
+            logical = device_count(len(devices) + physical // lnc, "Neuron cores") - len(devices)
             share = max(chip.memory or 0, 0) // max(logical, 1) or None  # of the device's memory
             core = Device(
                 "0",

@@ -26,6 +26,8 @@ LAYERS = {
     "metadata": 0,
     "settings": 0,
     "_json": 0,
+    "_faults": 0,
+    "_shown": 0,
     "_lazy": 0,
     "_version": 0,
     # 1: the machine and the numbers

@@ -15,10 +15,12 @@ plugins to import, except the names ``accelkit`` itself exports.
 
 from __future__ import annotations
 
+from ..device import MAX_DEVICES
 from ..visibility import NOTHING_VISIBLE, is_index, join_ids, relative_ids, split_ids
 from ._drm import drm_devices
 from ._facts import (
     decode,
+    device_count,
     find_field,
     json_records,
     library_session,
@@ -46,12 +48,14 @@ from ._text import parse_colon_records, parse_memory
 from ._tools import first_json, first_records
 
 __all__ = [
+    "MAX_DEVICES",
     "NOTHING_VISIBLE",
     "Layer",
     "PciDevice",
     "call_probe",
     "decode",
     "detect_layers",
+    "device_count",
     "drm_devices",
     "find_field",
     "first_json",
