@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
+from ._faults import PLUGIN_FAULTS
 from ._json import check_keys, check_version
 from ._shown import shown
 from .device import Device
@@ -400,6 +401,21 @@ def _visibility_env(
     Version 2 and later always receive ``total``; version 1 managers (written before it, or
     declaring nothing) are called with ``ids`` only, as version 1 promised.
     """
-    if manager.api_version >= 2:
-        return manager.visibility_env(ids, total=total)
-    return manager.visibility_env(ids)
+    try:
+        if manager.api_version >= 2:
+            written = manager.visibility_env(ids, total=total)
+        else:
+            written = manager.visibility_env(ids)
+    except PLUGIN_FAULTS as exc:
+        raise PluginError(
+            f"the {manager.name} plugin's visibility_env({ids!r}) failed: {type(exc).__name__}: "
+            f"{exc}"
+        ) from None
+    if not isinstance(written, Mapping) or not all(
+        isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in written.items()
+    ):
+        raise PluginError(
+            f"the {manager.name} plugin's visibility_env({ids!r}) returned {shown(written)}, not "
+            "a mapping of variable names to strings or None"
+        )
+    return dict(written)

@@ -719,6 +719,7 @@ def _resources(
             continue
         with _noting(family.manager.name, sink):
             manager, devices = family.manager, family.devices
+            _explain_shared_cards(devices)
             extra = _guarded(
                 "additional_resources", {}, manager.additional_resources, devices, family.host
             )
@@ -748,6 +749,20 @@ def _add_resource(resources: dict[str, float], key: object, value: object) -> No
         resources[key] = from_units(to_units(value, what=f"additional resource {key!r}"))
     except InvalidRequest as exc:
         note(f"{exc}; ignoring it", "warning")
+        return
+    note(f"node resource {key} = {resources[key]:g} comes from the plugin's additional_resources()")
+
+
+def _explain_shared_cards(devices: Sequence[Device]) -> None:
+    """Say so when devices share PCI cards (Intel stacks, AMD partitions): a 4-card node that
+    shows 8 GPUs is right, and ``accelkit ls -v`` says why."""
+    cards = {d.pci_bus_id for d in devices if d.pci_bus_id}
+    on_cards = sum(1 for d in devices if d.pci_bus_id)
+    if cards and on_cards > len(cards):
+        note(
+            f"{on_cards} devices on {len(cards)} PCI card(s): each card shows as several "
+            "schedulable devices (stacks or partitions that the runtime numbers one by one)"
+        )
 
 
 def _labels(families: list[_Family], prefix: str, sink: list[Diagnostic]) -> dict[str, str]:
@@ -768,9 +783,22 @@ def _labels(families: list[_Family], prefix: str, sink: list[Diagnostic]) -> dic
             extra = _guarded("labels", {}, manager.labels, devices, family.host)
             for key, value in extra.items():
                 labels[f"{prefix}{manager.name}.{key}"] = str(value)
+            if extra:
+                note(f"labels {', '.join(map(str, extra))} come from the plugin's labels()")
     shared = {d.type_label for f in families for d in f.devices}
     if len(set(kinds)) == 1 and kinds[0] is not None and len(shared) <= 1:
         labels = {f"{prefix}accelerator-type": kinds[0], **labels}
+    elif len(shared) > 1 or len(kinds) > 1:
+        types = sorted(str(t) for t in shared if t)
+        sink.append(
+            Diagnostic(
+                NODE_FAMILY,
+                "info",
+                f"no {prefix}accelerator-type label: the node's devices have several types "
+                f"({', '.join(types) or 'unlabelled'}); each family's {prefix}<family>.type and "
+                "the accelerator_type:<label> resources name them",
+            )
+        )
     return labels
 
 
