@@ -12,10 +12,12 @@ from .errors import InvalidData
 
 __all__ = ["MAX_DEVICES", "SOURCES", "Device"]
 
-MAX_DEVICES = 4096
+MAX_DEVICES = 1024
 """The most devices one family may have on a node. Far above any machine (a node with 16 cards
 of 8 partitions has 128), it bounds what garbage can cost: a vendor count of a billion, an
-override of ``{"GPU": 1e9}`` or a visibility list of a million ids is cut here and reported."""
+override of ``{"GPU": 1e9}`` or a visibility list of a million ids is cut here and reported. Low
+enough that matching a full visibility list against a full family (each token against each
+device, by the family's own ``matches``) stays around a second."""
 
 SOURCES = ("library", "command", "sysfs", "devfs", "env", "override", "snapshot", "")
 """Where a device's facts came from; ``""`` until a detection layer or the core sets it."""

@@ -128,7 +128,7 @@ def test_errors_escape_control_characters(
 
 
 def test_printable_escapes_only_control_characters() -> None:
-    assert printable("GPU\n\x00\x1bé²") == "GPU\\n\\x00\\x1bé²"
+    assert printable("GPU\n\x00\x1bé²\u202e") == "GPU\\n\\x00\\x1bé²\\u202e"
 
 
 def test_an_internal_error_is_a_sentence_not_a_traceback(

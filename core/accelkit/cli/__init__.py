@@ -127,12 +127,17 @@ def describe(exc: BaseException) -> str:
 
 
 def printable(text: str) -> str:
-    """``text`` with control characters (newlines, escapes, NUL, ...) written as ``\\n``,
-    ``\\x1b``: what a terminal shows, one line, and nothing it would act on."""
+    """``text`` with control and format characters (newlines, escapes, NUL, bidi overrides,
+    line separators, lone surrogates) written as ``\\n``, ``\\x1b``, ``\\u202e``: what a
+    terminal shows, one line, and nothing it would act on."""
     return "".join(
-        ch.encode("unicode_escape").decode("ascii") if unicodedata.category(ch) == "Cc" else ch
+        ch.encode("unicode_escape").decode("ascii") if unicodedata.category(ch) in UNSHOWN else ch
         for ch in text
     )
+
+
+UNSHOWN = ("Cc", "Cf", "Cs", "Zl", "Zp")
+"""Unicode categories :func:`printable` escapes."""
 
 
 if __name__ == "__main__":
