@@ -24,6 +24,7 @@ _LAZY = {
     "ProbeError": "host",
     "load_snapshot": "snapshot",
     "AccelkitError": "errors",
+    "InvalidData": "errors",
     "InvalidRequest": "errors",
     "Unsatisfiable": "errors",
     "LedgerError": "errors",
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
     from .diagnostics import note as note
     from .errors import AccelkitError as AccelkitError
     from .errors import ConfigurationError as ConfigurationError
+    from .errors import InvalidData as InvalidData
     from .errors import InvalidRequest as InvalidRequest
     from .errors import LedgerError as LedgerError
     from .errors import PluginError as PluginError

@@ -7,29 +7,34 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ._shown import shown
+from .errors import InvalidData
+
 __all__ = ["check_keys", "check_version"]
 
 
 def check_keys(
     data: object, known: Iterable[str], where: str, *, required: Iterable[str] = ()
 ) -> Mapping[str, Any]:
-    """``data`` as a mapping, or ``ValueError``: not an object, unknown keys, missing keys."""
+    """``data`` as a mapping, or :class:`InvalidData`: not an object, unknown keys, missing keys."""
     names = list(known)
     if not isinstance(data, Mapping):
-        raise ValueError(f"{where} must be a JSON object with keys among {names}, not {data!r:.80}")
+        raise InvalidData(
+            f"{where} must be a JSON object with keys among {names}, not {shown(data)}"
+        )
     unknown = sorted(str(k) for k in data if k not in names)
     if unknown:
-        raise ValueError(f"{where} has unknown keys {unknown}; known: {names}")
+        raise InvalidData(f"{where} has unknown keys {unknown}; known: {names}")
     missing = [k for k in required if k not in data]
     if missing:
-        raise ValueError(f"{where} lacks the keys {missing}")
+        raise InvalidData(f"{where} lacks the keys {missing}")
     return data
 
 
 def check_version(data: Mapping[str, Any], supported: int, where: str) -> None:
-    """``ValueError`` unless ``data["schema_version"]`` is the version this accelkit reads."""
+    """:class:`InvalidData` unless ``data["schema_version"]`` is the version this accelkit reads."""
     version = data.get("schema_version")
     if version != supported or isinstance(version, bool):
-        raise ValueError(
+        raise InvalidData(
             f"{where} schema_version {version!r} is not supported; this accelkit reads {supported}"
         )

@@ -7,8 +7,17 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ._json import check_keys
+from ._shown import shown
+from .errors import InvalidData
 
-__all__ = ["SOURCES", "Device"]
+__all__ = ["MAX_DEVICES", "SOURCES", "Device"]
+
+MAX_DEVICES = 1024
+"""The most devices one family may have on a node. Far above any machine (a node with 16 cards
+of 8 partitions has 128), it bounds what garbage can cost: a vendor count of a billion, an
+override of ``{"GPU": 1e9}`` or a visibility list of a million ids is cut here and reported. Low
+enough that matching a full visibility list against a full family (each token against each
+device, by the family's own ``matches``) stays around a second."""
 
 SOURCES = ("library", "command", "sysfs", "devfs", "env", "override", "snapshot", "")
 """Where a device's facts came from; ``""`` until a detection layer or the core sets it."""
@@ -40,14 +49,22 @@ class Device:
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
-            raise ValueError(f"Device id must be a non-empty str, got {self.id!r}")
+            raise ValueError(f"Device id must be a non-empty str, got {shown(self.id)}")
         if any(ch.isspace() or ch == "," for ch in self.id):
             raise ValueError(
                 f"Device id {self.id!r} contains whitespace or a comma: it could not be written "
                 "into a visibility variable"
             )
-        if self.index is not None and (not isinstance(self.index, int) or self.index < 0):
-            raise ValueError(f"Device index must be a non-negative int, got {self.index!r}")
+        for name in _WHOLE_FIELDS:
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise ValueError(f"Device {name} must be an int or None, got {shown(value)}")
+        for name in _TEXT_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, str) and (value is not None or name in _REQUIRED_TEXT):
+                raise ValueError(f"Device {name} must be a str, got {shown(value)}")
+        if self.index is not None and self.index < 0:
+            raise ValueError(f"Device index must be a non-negative int, got {shown(self.index)}")
 
     def replace(self, **changes: Any) -> Device:
         """A copy with ``changes`` applied (the dataclass is frozen)."""
@@ -61,10 +78,17 @@ class Device:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Device:
-        """Rebuild a device from :meth:`to_dict`; unknown keys are an error, not silently lost."""
+        """Rebuild a device from :meth:`to_dict`; unknown keys, missing ids and values of the
+        wrong kind are an :class:`~accelkit.InvalidData` naming them, not silently lost."""
         known = [f.name for f in dataclasses.fields(cls)]
         checked = check_keys(data, known, "a device", required=("id",))
-        return cls(**checked)
+        try:
+            return cls(**checked)
+        except ValueError as exc:
+            raise InvalidData(f"malformed device: {exc}") from None
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(Device))
+_WHOLE_FIELDS = ("index", "memory_bytes", "numa_node")
+_REQUIRED_TEXT = ("family", "resource_name", "source")
+_TEXT_FIELDS = (*_REQUIRED_TEXT, "type_label", "model", "uuid", "pci_bus_id", "parent")

@@ -14,8 +14,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, Optional
 
 from ._json import check_keys
+from .errors import InvalidData
 
-__all__ = ["LEVELS", "Diagnostic", "Level", "collecting", "note"]
+__all__ = ["LEVELS", "MAX_NOTES", "Diagnostic", "Level", "collecting", "note"]
 
 Level = Literal["info", "warning", "error"]
 LEVELS: tuple[Level, ...] = ("info", "warning", "error")
@@ -39,39 +40,71 @@ class Diagnostic:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Diagnostic:
-        """Rebuild from :meth:`to_dict`; a malformed record is a ``ValueError`` saying why."""
+        """Rebuild from :meth:`to_dict`; a malformed record is an ``InvalidData`` saying why."""
         fields = ("family", "level", "message")
         check_keys(data, fields, "a diagnostic", required=fields)
-        if not all(isinstance(data[f], str) for f in fields):
-            raise ValueError(f"a diagnostic's {', '.join(fields)} are strings, got {data!r}")
+        if not all(isinstance(data[f], str) for f in fields) or data["level"] not in LEVELS:
+            raise InvalidData(
+                f"a diagnostic's {', '.join(fields)} are strings, the level one of {LEVELS}; "
+                f"got {data!r:.200}"
+            )
         return cls(family=data["family"], level=data["level"], message=data["message"])
 
 
-_sink: ContextVar[Optional[tuple[str, list[Diagnostic]]]] = ContextVar(
-    "accelkit_diagnostics", default=None
-)
+MAX_NOTES = 100
+"""The most findings kept per family and detection: 40 KB of garbage output must not become
+20,000 diagnostics. The ones beyond are counted, and one last finding says how many were cut."""
+
+
+@dataclass
+class _Collector:
+    """One family's findings while it is detected: in order, each once, at most MAX_NOTES."""
+
+    family: str
+    notes: list[Diagnostic]
+    seen: set[Diagnostic]
+    cut: int = 0
+
+    def add(self, finding: Diagnostic) -> None:
+        if finding in self.seen:
+            return
+        if len(self.notes) >= MAX_NOTES:
+            self.cut += 1
+            return
+        self.seen.add(finding)
+        self.notes.append(finding)
+
+
+_sink: ContextVar[Optional[_Collector]] = ContextVar("accelkit_diagnostics", default=None)
 
 
 def note(message: str, level: Level = "info") -> None:
     """Record a finding for the family being detected; a no-op outside detection.
 
     A finding already recorded for the family (two detection layers that both find a vendor
-    command missing) is kept once: diagnostics are for reading.
+    command missing) is kept once: diagnostics are for reading. Beyond :data:`MAX_NOTES`
+    findings, the rest are counted and reported as cut.
     """
-    current = _sink.get()
-    if current is not None:
-        family, notes = current
-        finding = Diagnostic(family, level, message)
-        if finding not in notes:
-            notes.append(finding)
+    collector = _sink.get()
+    if collector is not None:
+        collector.add(Diagnostic(collector.family, level, message))
 
 
 @contextlib.contextmanager
 def collecting(family: str) -> Iterator[list[Diagnostic]]:
     """Collect every :func:`note` made inside the block for ``family``."""
-    notes: list[Diagnostic] = []
-    token = _sink.set((family, notes))
+    collector = _Collector(family, [], set())
+    token = _sink.set(collector)
     try:
-        yield notes
+        yield collector.notes
     finally:
         _sink.reset(token)
+        if collector.cut:
+            collector.notes.append(
+                Diagnostic(
+                    family,
+                    "warning",
+                    f"{collector.cut} further finding(s) were cut: at most {MAX_NOTES} are kept "
+                    "per family (accelkit.diagnostics.MAX_NOTES)",
+                )
+            )

@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "AccelkitError",
     "ConfigurationError",
+    "InvalidData",
     "InvalidRequest",
     "LedgerError",
     "PluginError",
@@ -31,6 +32,14 @@ class Unsatisfiable(InvalidRequest):
 
 class ConfigurationError(AccelkitError, ValueError):
     """The node's configuration contradicts itself (an override against a visibility variable)."""
+
+
+class InvalidData(AccelkitError, ValueError):
+    """A record accelkit reads back (node or grant JSON, a snapshot directory) that is malformed.
+
+    A ``ValueError`` as before it had a class of its own; the message names the record, the bad
+    value and what would be right.
+    """
 
 
 class PluginError(AccelkitError, RuntimeError):

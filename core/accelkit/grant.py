@@ -11,11 +11,14 @@ import os
 import warnings
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
+from ._faults import PLUGIN_FAULTS
 from ._json import check_keys, check_version
+from ._shown import shown
 from .device import Device
-from .errors import PluginError, PluginWarning
+from .errors import InvalidData, PluginError, PluginWarning
+from .quantities import json_amount
 from .settings import flag
 from .visibility import is_index
 
@@ -303,30 +306,38 @@ class Grant:
     def from_dict(cls, data: Mapping[str, Any]) -> Grant:
         """Rebuild a grant from :meth:`to_dict` (e.g. state a scheduler persisted).
 
-        ``ValueError`` saying what is wrong for anything else: another schema version, unknown
-        or missing keys, values of the wrong kind.
+        :class:`~accelkit.InvalidData` (a ``ValueError``) saying what is wrong for anything
+        else: another schema version, unknown or missing keys, values of the wrong kind.
         """
         checked = check_keys(data, _GRANT_KEYS, "a grant", required=_GRANT_KEYS)
         check_version(checked, SCHEMA_VERSION, "grant")
         token = checked["token"]
         if isinstance(token, bool) or not isinstance(token, int):
-            raise ValueError(f"a grant's token must be a whole number, got {token!r}")
-        try:
-            devices = []
-            for entry in checked["devices"]:
-                entry = check_keys(
-                    entry, ("device", "share"), "a granted device", required=("device", "share")
-                )
-                devices.append((Device.from_dict(dict(entry["device"])), float(entry["share"])))
-            return cls(
-                token=token,
-                resources={str(k): float(v) for k, v in checked["resources"].items()},
-                devices=devices,
-                families=[str(f) for f in checked["families"]],
-                family_sizes={str(k): int(v) for k, v in checked["family_sizes"].items()},
+            raise InvalidData(f"a grant's token must be a whole number, got {shown(token)}")
+        devices = []
+        for entry in _typed(checked["devices"], list, "devices"):
+            entry = check_keys(
+                entry, ("device", "share"), "a granted device", required=("device", "share")
             )
-        except (TypeError, AttributeError) as error:
-            raise ValueError(f"malformed grant: {type(error).__name__}: {error}") from None
+            share = json_amount(entry["share"], "malformed grant: a device's share")
+            devices.append((Device.from_dict(_typed(entry["device"], dict, "a device")), share))
+        return cls(
+            token=token,
+            resources={
+                _typed(k, str, "a resource name"): json_amount(
+                    v, f"malformed grant: resource {k!r}"
+                )
+                for k, v in _typed(checked["resources"], dict, "resources").items()
+            },
+            devices=devices,
+            families=[
+                _typed(f, str, "a family") for f in _typed(checked["families"], list, "families")
+            ],
+            family_sizes={
+                _typed(k, str, "a family"): _whole(v, f"family_sizes[{k!r}]")
+                for k, v in _typed(checked["family_sizes"], dict, "family_sizes").items()
+            },
+        )
 
     def _key(self) -> tuple[Any, ...]:
         return (
@@ -360,6 +371,21 @@ _SET_DEVICES = Grant.__dict__["devices"].__set__
 _SET_FAMILIES = Grant.__dict__["families"].__set__
 _SET_SIZES = Grant.__dict__["family_sizes"].__set__
 
+_T = TypeVar("_T")
+
+
+def _typed(value: object, kind: type[_T], what: str) -> _T:
+    if not isinstance(value, kind):
+        raise InvalidData(f"malformed grant: {what} must be a {kind.__name__}, not {shown(value)}")
+    return value
+
+
+def _whole(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidData(f"malformed grant: {what} is {shown(value)}, not a whole number")
+    return value
+
+
 _GRANT_KEYS = ("schema_version", "token", "resources", "devices", "families", "family_sizes")
 
 
@@ -382,6 +408,21 @@ def _visibility_env(
     Version 2 and later always receive ``total``; version 1 managers (written before it, or
     declaring nothing) are called with ``ids`` only, as version 1 promised.
     """
-    if manager.api_version >= 2:
-        return manager.visibility_env(ids, total=total)
-    return manager.visibility_env(ids)
+    try:
+        if manager.api_version >= 2:
+            written = manager.visibility_env(ids, total=total)
+        else:
+            written = manager.visibility_env(ids)
+    except PLUGIN_FAULTS as exc:
+        raise PluginError(
+            f"the {manager.name} plugin's visibility_env({ids!r}) failed: {type(exc).__name__}: "
+            f"{exc}"
+        ) from None
+    if not isinstance(written, Mapping) or not all(
+        isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in written.items()
+    ):
+        raise PluginError(
+            f"the {manager.name} plugin's visibility_env({ids!r}) returned {shown(written)}, not "
+            "a mapping of variable names to strings or None"
+        )
+    return dict(written)

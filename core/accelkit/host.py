@@ -468,13 +468,20 @@ _PROBE_MAIN = """
 import importlib, json, sys
 request = json.loads(sys.stdin.read())
 sys.path[:] = request["path"]
+class Missing(Exception):
+    pass
+def load(name):
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:  # only the library's own import means "not installed"
+        raise Missing(f"{type(exc).__name__}: {exc}") from None
 try:
     target = importlib.import_module(request["module"])
     for part in request["name"].split("."):
         target = getattr(target, part)
-    line = json.dumps({"result": target(importlib.import_module, *request["args"])})
-except ImportError as exc:
-    line = json.dumps({"missing": f"{type(exc).__name__}: {exc}"})
+    line = json.dumps({"result": target(load, *request["args"])})
+except Missing as exc:
+    line = json.dumps({"missing": str(exc)})
 except BaseException as exc:
     line = json.dumps({"error": f"{type(exc).__name__}: {exc}"})
 sys.stdout.write("\\n" + line + "\\n")
@@ -554,10 +561,30 @@ class FakeHost(Host):
         timeout: Optional[float] = None,
         env: Optional[ProbeEnv] = None,
     ) -> Any:
+        """As :meth:`LocalHost.probe`: ``ImportError`` only when importing a library fails (one
+        raised inside a library call is a :class:`ProbeError`, as in a real probe process).
+        ``env`` is recorded in :attr:`probe_envs`; this process's environment is left alone."""
         self.probe_envs.append(dict(env or {}))
+
+        def load(name: str) -> ModuleType:
+            try:
+                return self.import_module(name)
+            except ImportError as exc:
+                raise _LibraryMissing(exc) from exc
+
         try:
-            return function(self.import_module, *args)
-        except (TimeoutError, ImportError):
+            return function(load, *args)
+        except _LibraryMissing as missing:
+            raise missing.error from None
+        except TimeoutError:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             raise ProbeError(f"{type(exc).__name__}: {exc}") from exc
+
+
+class _LibraryMissing(Exception):
+    """A probe's import of its library failed (carried past the probe function's own code)."""
+
+    def __init__(self, error: ImportError) -> None:
+        super().__init__(str(error))
+        self.error = error

@@ -13,9 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._json import check_keys, check_version
+from ._shown import shown
 from .device import Device
 from .diagnostics import Diagnostic
+from .errors import InvalidData
 from .policy import FamilyPolicy
+from .quantities import json_amount
 
 __all__ = ["SCHEMA_VERSION", "Node"]
 
@@ -74,53 +77,75 @@ class Node:
     def from_dict(cls, data: dict[str, Any]) -> Node:
         """Rebuild a node from :meth:`to_dict` (e.g. ``accelkit ls --json`` output).
 
-        Raises ``ValueError`` saying what is wrong for anything else: another schema version,
-        unknown keys (nothing is silently lost), or values of the wrong kind. ``families`` may be
-        absent (JSON from before it existed): an allocator then asks the plugins.
+        Raises :class:`~accelkit.InvalidData` (a ``ValueError``) saying what is wrong for anything
+        else: another schema version, unknown keys (nothing is silently lost), values of the
+        wrong kind, or one device id twice in a family (two workers would get one device).
+        ``families`` may be absent (JSON from before it existed): an allocator then asks the
+        plugins.
         """
         data = dict(check_keys(data, _NODE_KEYS, "a node"))
         check_version(data, SCHEMA_VERSION, "node")
         families = _mapping(data.get("families", {}), "families")
-        try:
-            return cls(
-                devices=[Device.from_dict(d) for d in _list(data.get("devices", []), "devices")],
-                resources={
-                    str(k): float(v)
-                    for k, v in _mapping(data.get("resources", {}), "resources").items()
-                },
-                labels={
-                    str(k): str(v) for k, v in _mapping(data.get("labels", {}), "labels").items()
-                },
-                diagnostics=[
-                    Diagnostic.from_dict(d)
-                    for d in _list(data.get("diagnostics", []), "diagnostics")
-                ],
-                detected={
-                    str(k): _count(v)
-                    for k, v in _mapping(data.get("detected", {}), "detected").items()
-                },
-                policies={
-                    str(name): FamilyPolicy.from_dict(str(name), policy)
-                    for name, policy in families.items()
-                },
-            )
-        except (TypeError, AttributeError) as exc:
-            raise ValueError(f"malformed node: {type(exc).__name__}: {exc}") from None
+        devices = [Device.from_dict(d) for d in _list(data.get("devices", []), "devices")]
+        _check_unique(devices)
+        return cls(
+            devices=devices,
+            resources={
+                _text(k, "resources"): json_amount(v, f"malformed node: resource {k!r}")
+                for k, v in _mapping(data.get("resources", {}), "resources").items()
+            },
+            labels={
+                _text(k, "labels"): _text(v, f"label {k!r}")
+                for k, v in _mapping(data.get("labels", {}), "labels").items()
+            },
+            diagnostics=[
+                Diagnostic.from_dict(d) for d in _list(data.get("diagnostics", []), "diagnostics")
+            ],
+            detected={
+                _text(k, "detected"): _count(v)
+                for k, v in _mapping(data.get("detected", {}), "detected").items()
+            },
+            policies={
+                _text(name, "families"): FamilyPolicy.from_dict(name, policy)
+                for name, policy in families.items()
+            },
+        )
 
 
 def _mapping(value: object, key: str) -> dict[Any, Any]:
     if not isinstance(value, dict):
-        raise ValueError(f"malformed node: {key} must be a JSON object, not {value!r:.80}")
+        raise InvalidData(f"malformed node: {key} must be a JSON object, not {shown(value)}")
     return value
 
 
 def _list(value: object, key: str) -> list[Any]:
     if not isinstance(value, list):
-        raise ValueError(f"malformed node: {key} must be a JSON list, not {value!r:.80}")
+        raise InvalidData(f"malformed node: {key} must be a JSON list, not {shown(value)}")
+    return value
+
+
+def _text(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidData(f"malformed node: {where} holds {shown(value)}, not a string")
     return value
 
 
 def _count(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"malformed node: a detected count must be a whole number, not {value!r}")
+        raise InvalidData(
+            f"malformed node: a detected count must be a whole number, not {shown(value)}"
+        )
     return value
+
+
+def _check_unique(devices: list[Device]) -> None:
+    """One id once per family: the allocator would otherwise grant one device twice."""
+    seen: set[tuple[str, str]] = set()
+    for device in devices:
+        key = (device.family, device.id)
+        if key in seen:
+            raise InvalidData(
+                f"malformed node: {device.family or 'a family'} lists device id {device.id!r} "
+                "twice; each device appears once"
+            )
+        seen.add(key)

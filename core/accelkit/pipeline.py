@@ -53,7 +53,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from .device import Device
+from ._faults import PLUGIN_FAULTS
+from ._shown import shown
+from .device import MAX_DEVICES, Device
 from .diagnostics import Diagnostic, collecting, note
 from .errors import ConfigurationError, InvalidRequest
 from .host import Host, HostView, LocalHost
@@ -61,7 +63,7 @@ from .manager import ACCELERATOR_TYPE_PREFIX, AcceleratorManager
 from .node import Node
 from .quantities import UNIT, from_units, to_units
 from .registry import Registry, resolve
-from .visibility import join_ids
+from .visibility import checked_ids, is_index, join_ids
 
 __all__ = [
     "CONFIG_ENV_VARS",
@@ -178,7 +180,7 @@ def _declared(manager: AcceleratorManager) -> tuple[str, ...]:
     """The variables a manager declares it reads: all that its host view shows."""
     try:
         names = tuple(manager.all_env_vars_read())
-    except Exception:  # a malformed declaration shows the manager no variable at all
+    except PLUGIN_FAULTS:  # a malformed declaration shows the manager no variable at all
         return ()
     return tuple(n for n in names if isinstance(n, str))
 
@@ -186,11 +188,12 @@ def _declared(manager: AcceleratorManager) -> tuple[str, ...]:
 @contextlib.contextmanager
 def _noting(family: str, sink: list[Diagnostic]) -> Iterator[None]:
     """Collect :func:`note` calls made in the block for ``family`` into ``sink``."""
-    with collecting(family) as notes:
-        try:
+    notes: list[Diagnostic] = []
+    try:
+        with collecting(family) as notes:
             yield
-        finally:
-            sink.extend(notes)
+    finally:  # after collecting() closes, which adds a note of what it cut
+        sink.extend(notes)
 
 
 # -- the steps ---------------------------------------------------------------------------------
@@ -216,7 +219,7 @@ def _step_read_visibility(state: _Detection) -> None:
         with state.noting(family):
             try:
                 _read_visibility(family, provided)
-            except Exception as exc:  # a plugin's read_visible() is broken
+            except PLUGIN_FAULTS as exc:  # a plugin's read_visible() is broken
                 note(f"visibility rules failed: {type(exc).__name__}: {exc}; no devices", "error")
                 family.devices = []
                 family.restriction = f"the {family.manager.name} visibility rules (failing)"
@@ -231,7 +234,7 @@ def _step_exclusions(state: _Detection) -> None:
         with state.noting(family):
             try:
                 family.devices, family.excluded = _exclude(family.manager, family.devices, tokens)
-            except Exception as exc:  # a plugin's matches() is broken
+            except PLUGIN_FAULTS as exc:  # a plugin's matches() is broken
                 note(f"visibility rules failed: {type(exc).__name__}: {exc}; no devices", "error")
                 family.devices = []
 
@@ -246,7 +249,7 @@ def _step_restrict(state: _Detection) -> None:
                 family.devices = _restrict(
                     family.manager, family.devices, family.excluded, family.tokens
                 )
-            except Exception as exc:  # a plugin's matches() is broken
+            except PLUGIN_FAULTS as exc:  # a plugin's matches() is broken
                 note(f"visibility rules failed: {type(exc).__name__}: {exc}; no devices", "error")
                 family.devices = []
 
@@ -292,12 +295,19 @@ def _detect(manager: AcceleratorManager, host: Host) -> list[Device]:
     except TimeoutError as exc:
         note(f"detection timed out: {exc}", "error")
         return []
-    except Exception as exc:  # one broken family must not hide the others
+    except PLUGIN_FAULTS as exc:  # one broken family must not hide the others
         note(f"detection failed: {type(exc).__name__}: {exc}", "error")
         return []
     if not isinstance(result, (list, tuple)) or not all(isinstance(d, Device) for d in result):
-        note(f"detect() returned {result!r:.200}, not a list of Device; ignoring it", "error")
+        note(f"detect() returned {shown(result, 200)}, not a list of Device; ignoring it", "error")
         return []
+    if len(result) > MAX_DEVICES:
+        note(
+            f"detect() found {len(result)} devices; keeping the first {MAX_DEVICES} "
+            "(accelkit.detect.MAX_DEVICES per family)",
+            "error",
+        )
+        result = result[:MAX_DEVICES]
     devices: list[Device] = []
     seen: set[str] = set()
     for position, device in enumerate(result):
@@ -333,7 +343,7 @@ def _read_visibility(family: _Family, provided: set[str]) -> None:
     """The family's visibility tokens and restriction; logical devices when none was detected."""
     manager, env, detected = family.manager, family.host.env, family.detected
     try:
-        tokens = manager.read_visible(env)
+        tokens = checked_ids(manager.read_visible(env), "read_visible()")
         if tokens is not None:
             join_ids(tokens)  # every token must be writable back as a device id
     except ValueError as exc:
@@ -350,7 +360,8 @@ def _read_visibility(family: _Family, provided: set[str]) -> None:
                 "device(s) visible",
                 "warning",
             )
-    family.tokens = tokens
+    family.tokens = None if tokens is None else _distinct(manager, tokens)
+    tokens = family.tokens
     if tokens is not None:
         family.restriction = _visibility_text(manager, env)
     if detected or not tokens:
@@ -363,6 +374,33 @@ def _read_visibility(family: _Family, provided: set[str]) -> None:
         return
     family.devices = _logical(manager, dict.fromkeys(tokens), "env")
     note(f"no device detected; {len(family.devices)} logical device(s) from {family.restriction}")
+
+
+def _distinct(manager: AcceleratorManager, tokens: list[str]) -> list[str]:
+    """Visibility tokens without aliases (``9`` and ``09`` are one device to every runtime) and
+    at most MAX_DEVICES of them; what is dropped is a warning."""
+    kept: dict[str, str] = {}
+    distinct: list[str] = []
+    for token in tokens:
+        alias = (token.lstrip("0") or "0") if is_index(token) else token
+        first = kept.get(alias, token)
+        if first != token:
+            note(
+                f"{_visibility_var(manager)} names {shown(first)} and {shown(token)}, the same "
+                "device; keeping the first",
+                "warning",
+            )
+            continue
+        if alias not in kept and len(kept) == MAX_DEVICES:
+            note(
+                f"{_visibility_var(manager)} names {len(tokens)} ids; keeping the first "
+                f"{MAX_DEVICES} (accelkit.detect.MAX_DEVICES)",
+                "warning",
+            )
+            break
+        kept[alias] = token
+        distinct.append(token)  # an exact repeat stays: the later steps report it as before
+    return distinct
 
 
 def _says_nothing(manager: AcceleratorManager, env: Mapping[str, str]) -> bool:
@@ -442,11 +480,19 @@ def _restrict(
     named: list[tuple[str, Optional[Device]]] = []
     taken: set[str] = set()
     unmatched: set[str] = set()
+    parents = {d.parent for d in (*devices, *excluded) if d.parent}
     for token in tokens:
         device = _find(manager, token, devices)
         if device is None:
             if _find(manager, token, excluded) is not None:
                 continue  # excluded on purpose: not a surprise worth a warning
+            if token in parents:
+                note(
+                    f"{var} names {shown(token)}, a device whose partitions are listed in its "
+                    "place (a MIG-enabled GPU); leaving it out",
+                    "warning",
+                )
+                continue
             if token in unmatched:
                 note(f"{var} names {token!r} more than once; keeping the first", "warning")
                 continue
@@ -529,14 +575,15 @@ def _read_overrides(
     if raw.strip():
         try:
             data = json.loads(raw)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested beyond any use
             raise ConfigurationError(
-                f'{OVERRIDE_ENV}={raw!r} is not JSON ({exc}); write an object such as {{"GPU": 2}}'
+                f"{OVERRIDE_ENV}={shown(raw)} is not JSON ({shown(str(exc), 120)}); write an "
+                'object such as {"GPU": 2}'
             ) from None
         if not isinstance(data, dict):
             raise ConfigurationError(
-                f"{OVERRIDE_ENV}={raw!r} must be a JSON object of resource -> count, such as "
-                '{"GPU": 2}'
+                f"{OVERRIDE_ENV}={shown(raw)} must be a JSON object of resource -> count, such "
+                'as {"GPU": 2}'
             )
         merged.update(_checked(data, OVERRIDE_ENV))
     if overrides:
@@ -547,15 +594,16 @@ def _read_overrides(
 def _checked(data: Mapping[Any, Any], source: str) -> dict[str, _Override]:
     checked: dict[str, _Override] = {}
     for resource, value in data.items():
-        if not isinstance(resource, str) or not resource.strip():
+        if not isinstance(resource, str) or not resource or any(c.isspace() for c in resource):
             raise ConfigurationError(
-                f"{source}: resource names are non-empty strings, got {resource!r}"
+                f"{source}: resource names are non-empty strings without blanks, got "
+                f"{shown(resource)}"
             )
         try:
-            units = to_units(value, what=f"override {resource}={value!r} ({source})")
+            units = to_units(value, what=f"override {resource} ({source})")
         except InvalidRequest as exc:
             raise ConfigurationError(str(exc)) from None
-        checked[resource] = _Override(units, f"{resource}={value!r} from {source}")
+        checked[resource] = _Override(units, f"{resource}={shown(value)} from {source}")
     return checked
 
 
@@ -623,6 +671,11 @@ def _resize(owners: list[_Family], override: _Override, sink: list[Diagnostic]) 
             left -= len(keep)
         return
     family = next((f for f in owners if f.devices), owners[0])
+    if target - have + len(family.devices) > MAX_DEVICES:
+        raise ConfigurationError(
+            f"override {override.source} asks for {target} {family.manager.resource_name} "
+            f"device(s); one family may have at most {MAX_DEVICES} (accelkit.detect.MAX_DEVICES)"
+        )
     if family.restriction is not None:
         raise ConfigurationError(
             f"override {override.source} asks for {target} {family.manager.resource_name} "
@@ -666,6 +719,7 @@ def _resources(
             continue
         with _noting(family.manager.name, sink):
             manager, devices = family.manager, family.devices
+            _explain_shared_cards(devices)
             extra = _guarded(
                 "additional_resources", {}, manager.additional_resources, devices, family.host
             )
@@ -681,8 +735,12 @@ def _resources(
 
 def _add_resource(resources: dict[str, float], key: object, value: object) -> None:
     """One manager-provided resource, checked; a bad or clashing one is a warning."""
-    if not isinstance(key, str) or not key:
-        note(f"additional resource name {key!r} is not a string; ignoring it", "warning")
+    if not isinstance(key, str) or not key or any(ch.isspace() for ch in key):
+        note(
+            f"additional resource name {shown(key)} is not a name without blanks that a request "
+            "could ask for; ignoring it",
+            "warning",
+        )
         return
     if key in resources:
         note(f"additional resource {key!r} is already set; keeping {resources[key]}", "warning")
@@ -691,6 +749,20 @@ def _add_resource(resources: dict[str, float], key: object, value: object) -> No
         resources[key] = from_units(to_units(value, what=f"additional resource {key!r}"))
     except InvalidRequest as exc:
         note(f"{exc}; ignoring it", "warning")
+        return
+    note(f"node resource {key} = {resources[key]:g} comes from the plugin's additional_resources()")
+
+
+def _explain_shared_cards(devices: Sequence[Device]) -> None:
+    """Say so when devices share PCI cards (Intel stacks, AMD partitions): a 4-card node that
+    shows 8 GPUs is right, and ``accelkit ls -v`` says why."""
+    cards = {d.pci_bus_id for d in devices if d.pci_bus_id}
+    on_cards = sum(1 for d in devices if d.pci_bus_id)
+    if cards and on_cards > len(cards):
+        note(
+            f"{on_cards} devices on {len(cards)} PCI card(s): each card shows as several "
+            "schedulable devices (stacks or partitions that the runtime numbers one by one)"
+        )
 
 
 def _labels(families: list[_Family], prefix: str, sink: list[Diagnostic]) -> dict[str, str]:
@@ -711,16 +783,39 @@ def _labels(families: list[_Family], prefix: str, sink: list[Diagnostic]) -> dic
             extra = _guarded("labels", {}, manager.labels, devices, family.host)
             for key, value in extra.items():
                 labels[f"{prefix}{manager.name}.{key}"] = str(value)
+            if extra:
+                note(f"labels {', '.join(map(str, extra))} come from the plugin's labels()")
     shared = {d.type_label for f in families for d in f.devices}
     if len(set(kinds)) == 1 and kinds[0] is not None and len(shared) <= 1:
         labels = {f"{prefix}accelerator-type": kinds[0], **labels}
+    elif len(shared) > 1 or len(kinds) > 1:
+        types = sorted(str(t) for t in shared if t)
+        sink.append(
+            Diagnostic(
+                NODE_FAMILY,
+                "info",
+                f"no {prefix}accelerator-type label: the node's devices have several types "
+                f"({', '.join(types) or 'unlabelled'}); each family's {prefix}<family>.type and "
+                "the accelerator_type:<label> resources name them",
+            )
+        )
     return labels
 
 
 def _guarded(what: str, fallback: Any, method: Callable[..., Any], *args: Any) -> Any:
-    """A manager's naming method; a raise becomes an error note and ``fallback``."""
+    """A manager's naming method; a raise, or an answer of another type than ``fallback``'s
+    (a mapping for a mapping, text or None for None), becomes an error note and ``fallback``."""
     try:
-        return method(*args)
-    except Exception as exc:
+        result = method(*args)
+    except PLUGIN_FAULTS as exc:
         note(f"{what}() failed: {type(exc).__name__}: {exc}", "error")
         return fallback
+    expected = Mapping if isinstance(fallback, Mapping) else (str, type(None))
+    if not isinstance(result, expected):
+        note(f"{what}() returned {shown(result)}, not a {_kind(fallback)}; ignoring it", "error")
+        return fallback
+    return result
+
+
+def _kind(fallback: object) -> str:
+    return "mapping" if isinstance(fallback, Mapping) else "string or None"

@@ -3,7 +3,8 @@
 A rule works on integer keys held in a bitmask (bit ``k`` set: device with key ``k`` is fully
 free), so the allocator's hot path is a few integer operations, whatever the node's size. The key
 of a device is its position in the family's order, or its numeric id for rules that care about
-the id itself (TPU chips, Gaudi modules, Neuron cores).
+the id itself (TPU chips, Gaudi modules, Neuron cores) when every id is below
+:data:`~accelkit.device.MAX_DEVICES`: an id of ``99999999999`` must not become a bit position.
 """
 
 from __future__ import annotations
@@ -11,10 +12,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Optional
 
-from .device import Device
+from .device import MAX_DEVICES, Device
 from .visibility import is_index
 
 __all__ = ["ALIGNED_BLOCKS", "CONTIGUOUS", "LOWEST_FREE", "PLACEMENTS", "Placement"]
+
+
+def _small_index(token: str) -> bool:
+    """A decimal id below MAX_DEVICES (checked on the text: ``int`` of 5000 digits raises)."""
+    return (
+        is_index(token)
+        and len(token.lstrip("0")) <= len(str(MAX_DEVICES))
+        and (int(token) < MAX_DEVICES)
+    )
 
 
 class Placement:
@@ -26,7 +36,7 @@ class Placement:
 
     def keys(self, devices: Sequence[Device]) -> list[int]:
         """One key per device, in the given order."""
-        if self.keyed_by_id and all(is_index(d.id) for d in devices):
+        if self.keyed_by_id and all(_small_index(d.id) for d in devices):
             return [int(d.id) for d in devices]
         return list(range(len(devices)))
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .errors import InvalidRequest
+from .errors import InvalidData, InvalidRequest
 from .placement import PLACEMENTS, Placement
 from .quantities import UNIT, to_units
 
@@ -100,7 +100,7 @@ class FamilyPolicy:
 
     @classmethod
     def from_dict(cls, name: str, data: Mapping[str, Any]) -> FamilyPolicy:
-        """Rebuild from :meth:`to_dict`; ``ValueError`` naming the family for anything else."""
+        """Rebuild from :meth:`to_dict`; ``InvalidData`` naming the family for anything else."""
         from ._json import check_keys
 
         where = f"node family {name!r}"
@@ -113,34 +113,34 @@ class FamilyPolicy:
         variable = data.get("visible_devices_env_var")
         rules = data.get("plugin_rules", [])
         if not isinstance(resource, str) or not resource:
-            raise ValueError(f"{where}: resource_name must be a name like 'GPU', got {resource!r}")
+            raise InvalidData(f"{where}: resource_name must be a name like 'GPU', got {resource!r}")
         if not isinstance(fractional, bool):
-            raise ValueError(f"{where}: fractional must be true or false, got {fractional!r}")
+            raise InvalidData(f"{where}: fractional must be true or false, got {fractional!r}")
         if allowed is not None and (
             not isinstance(allowed, list)
             or not allowed
             or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in allowed)
         ):
-            raise ValueError(
+            raise InvalidData(
                 f"{where}: allowed_quantities must be null or a list of positive whole "
                 f"numbers, got {allowed!r}"
             )
-        if placement not in PLACEMENTS:
-            raise ValueError(
+        if not isinstance(placement, str) or placement not in PLACEMENTS:
+            raise InvalidData(
                 f"{where}: placement {placement!r} is not one of {sorted(PLACEMENTS)}; a rule of "
                 "the plugin's own is named in plugin_rules"
             )
         if per_grant is not None and (
             isinstance(per_grant, bool) or not isinstance(per_grant, int) or per_grant < 1
         ):
-            raise ValueError(
+            raise InvalidData(
                 f"{where}: partitions_per_grant must be null or a positive whole number, got "
                 f"{per_grant!r}"
             )
         if variable is not None and not isinstance(variable, str):
-            raise ValueError(f"{where}: visible_devices_env_var must be a string or null")
+            raise InvalidData(f"{where}: visible_devices_env_var must be a string or null")
         if not isinstance(rules, list) or any(r not in PLUGIN_RULES for r in rules):
-            raise ValueError(f"{where}: plugin_rules must list some of {list(PLUGIN_RULES)}")
+            raise InvalidData(f"{where}: plugin_rules must list some of {list(PLUGIN_RULES)}")
         return cls(
             name=name,
             resource_name=resource,

@@ -7,8 +7,10 @@ and a release always restores what an acquire took. Floats appear only at the ed
 The rule (DESIGN.md): a value within 1e-9 of a multiple of 1e-4 rounds to it, any other value is
 floored (0.57 is 5700 units although ``0.57 * 1e4`` is 5699.999..., 1/3 is 3333 units, as in
 Ray); a non-zero value below 1e-4, a negative, NaN, infinite or non-numeric value is refused; above
-1, only whole numbers. Integers (and whole ``Fraction`` or ``Decimal`` values) convert exactly, at
-any size: a memory resource of ``10**12 + 1`` bytes is exactly that many units of 1e-4 times 1e4.
+1, only whole numbers. Integers (and whole ``Fraction`` or ``Decimal`` values) convert exactly up
+to :data:`MAX_QUANTITY`: a memory resource of ``10**12 + 1`` bytes is exactly that many units of
+1e-4 times 1e4. Anything larger is refused before any arithmetic, so no value (``10**400``,
+``Decimal("1e999999999")``) costs more than a comparison.
 """
 
 from __future__ import annotations
@@ -19,15 +21,20 @@ from fractions import Fraction
 from numbers import Rational, Real
 from typing import Union
 
-from .errors import InvalidRequest
+from ._shown import shown
+from .errors import InvalidData, InvalidRequest
 
-__all__ = ["SNAP", "UNIT", "from_units", "to_units"]
+__all__ = ["MAX_QUANTITY", "SNAP", "UNIT", "from_units", "json_amount", "to_units"]
 
 UNIT = 10_000
 """Units in one whole device or resource: the resolution is 1e-4."""
 
 SNAP = 1e-9
 """A value this close to a multiple of 1e-4 rounds to it; anything else is floored."""
+
+MAX_QUANTITY = 2**53
+"""The largest quantity accepted (about 9e15): the largest whole number a float holds exactly, so
+every accepted quantity survives JSON and ``available()`` unchanged (a petabyte of memory fits)."""
 
 _RIGHT = "ask for 0 (nothing), a fraction from 0.0001 to 1, or a whole number"
 
@@ -42,18 +49,18 @@ def to_units(value: object, *, what: str = "quantity") -> int:
     number = _number(value, what)
     if isinstance(number, int):
         if number < 0:
-            raise InvalidRequest(f"{what} {value!r} must not be negative: {_RIGHT}")
+            raise InvalidRequest(f"{what} {shown(value)} must not be negative: {_RIGHT}")
         return number * UNIT
     if math.isnan(number) or math.isinf(number):
-        raise InvalidRequest(f"{what} {value!r} must be finite: {_RIGHT}")
+        raise InvalidRequest(f"{what} {shown(value)} must be finite: {_RIGHT}")
     if number < 0:
-        raise InvalidRequest(f"{what} {value!r} must not be negative: {_RIGHT}")
+        raise InvalidRequest(f"{what} {shown(value)} must not be negative: {_RIGHT}")
     whole = round(number)  # an exact int, however large the float
     if abs(number - whole) <= SNAP:
         return whole * UNIT
     if number > 1:
         raise InvalidRequest(
-            f"{what} {value!r} is above 1 and not whole: ask for a whole number "
+            f"{what} {shown(value)} is above 1 and not whole: ask for a whole number "
             f"({math.floor(number)} or {math.ceil(number)}), or a fraction below 1"
         )
     scaled = number * UNIT
@@ -61,7 +68,7 @@ def to_units(value: object, *, what: str = "quantity") -> int:
     units = nearest if abs(number - nearest / UNIT) <= SNAP else math.floor(scaled)
     if units == 0:
         raise InvalidRequest(
-            f"{what} {value!r} is below the smallest quantity, 0.0001: ask for 0 (nothing) "
+            f"{what} {shown(value)} is below the smallest quantity, 0.0001: ask for 0 (nothing) "
             "or at least 0.0001"
         )
     return units
@@ -72,6 +79,16 @@ def from_units(units: int) -> float:
     return units / UNIT
 
 
+def json_amount(value: object, what: str) -> float:
+    """A resource amount or share read back from JSON (node, grant), as a float; ``InvalidData``
+    naming ``what`` unless it is a number (not a bool) from 0 to :data:`MAX_QUANTITY`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidData(f"{what} is {shown(value)}, not a number from 0 to {MAX_QUANTITY}")
+    if 0 <= value <= MAX_QUANTITY:  # NaN compares false
+        return float(value)
+    raise InvalidData(f"{what} is {shown(value)}, not a number from 0 to {MAX_QUANTITY}")
+
+
 def _number(value: object, what: str) -> Union[int, float]:
     """``value`` as an exact int when it is whole and rational, else as a float.
 
@@ -79,17 +96,27 @@ def _number(value: object, what: str) -> Union[int, float]:
     a :class:`numbers.Real`.
     """
     if isinstance(value, bool) or not isinstance(value, (Real, Decimal)):
-        raise InvalidRequest(f"{what} must be a number, got {value!r}: {_RIGHT}")
+        raise InvalidRequest(f"{what} must be a number, got {shown(value)}: {_RIGHT}")
+    if _too_large(value):
+        raise InvalidRequest(
+            f"{what} {shown(value)} is above the largest quantity: ask for at most {MAX_QUANTITY}"
+        )
     if isinstance(value, Decimal):
-        if not value.is_finite():
+        if value.is_nan():  # a signalling NaN cannot even become a float
+            raise InvalidRequest(f"{what} {shown(value)} must be finite: {_RIGHT}")
+        if value.is_infinite():
             return float(value)
         value = Fraction(value)
     if isinstance(value, Rational) and value.denominator == 1:
         return int(value.numerator)
-    try:
-        return float(value)
-    except OverflowError:  # a Fraction too large for a float, and not whole
-        raise InvalidRequest(
-            f"{what} {value!r} is above 1 and not whole: ask for a whole number, or a fraction "
-            "below 1"
-        ) from None
+    return float(value)  # at most MAX_QUANTITY: a float holds it
+
+
+def _too_large(value: Union[Real, Decimal]) -> bool:
+    """Whether a finite ``value`` is above :data:`MAX_QUANTITY`, found by comparison alone
+    (``abs`` of a ``Decimal`` would round in the context, and may overflow)."""
+    if isinstance(value, Decimal):
+        return value.is_finite() and value.copy_abs() > MAX_QUANTITY
+    if isinstance(value, float):
+        return math.isfinite(value) and abs(value) > MAX_QUANTITY
+    return bool(abs(value) > MAX_QUANTITY)  # type: ignore[operator]  # numbers.Real compares

@@ -16,11 +16,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Optional, Protocol
 
+from ._faults import PLUGIN_FAULTS
+from ._shown import shown
 from .device import Device
-from .errors import ConfigurationError, InvalidRequest, Unsatisfiable
+from .errors import ConfigurationError, InvalidRequest, PluginError, Unsatisfiable
 from .manager import ACCELERATOR_TYPE_PREFIX
 from .placement import Placement
-from .quantities import UNIT, from_units, to_units
+from .quantities import MAX_QUANTITY, UNIT, from_units, to_units
 
 if TYPE_CHECKING:
     from .manager import AcceleratorManager
@@ -179,12 +181,36 @@ def _quantity(
     first_error: Optional[InvalidRequest] = None
     for manager in owners:
         try:
-            return manager.validate_quantity(value)
+            return _family_units(manager, value)
         except InvalidRequest as error:
             first_error = first_error or error
     if first_error is not None:
         raise first_error
     return units
+
+
+def _family_units(rule: FamilyRule, quantity: object) -> int:
+    """``rule.validate_quantity(quantity)``, checked: a plugin's rule that raises anything but
+    :class:`InvalidRequest`, or answers anything but whole units from 0 to the largest
+    quantity, is a :class:`~accelkit.PluginError` naming the family (never a crash later on)."""
+    try:
+        units = rule.validate_quantity(quantity)
+    except InvalidRequest:
+        raise
+    except PLUGIN_FAULTS as exc:
+        raise PluginError(
+            f"the {rule.name} plugin's validate_quantity({shown(quantity)}) failed: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+    if isinstance(units, bool) or not isinstance(units, int) or not 0 <= units <= _MAX_UNITS:
+        raise PluginError(
+            f"the {rule.name} plugin's validate_quantity({shown(quantity)}) returned "
+            f"{shown(units)}, not whole units of 1e-4"
+        )
+    return units
+
+
+_MAX_UNITS = MAX_QUANTITY * UNIT
 
 
 class FamilyDevices:
@@ -229,7 +255,7 @@ class FamilyDevices:
     def serves(self, units: int, label: Optional[str]) -> bool:
         """Whether an idle node could serve ``units`` here: the family's rule and placement."""
         try:
-            self.manager.validate_quantity(from_units(units))
+            _family_units(self.manager, from_units(units))
         except InvalidRequest:
             return False
         keys = self.allowed(units, label)

@@ -7,8 +7,9 @@ import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Optional
 
+from ._faults import PLUGIN_FAULTS
 from .errors import PluginWarning
-from .visibility import is_index
+from .visibility import checked_ids, is_index
 
 if TYPE_CHECKING:
     from .grant import Grant
@@ -36,8 +37,8 @@ def visible_ids(
     visible: dict[str, Optional[list[str]]] = {}
     for manager in resolve(registry).managers():
         try:
-            ids = manager.read_visible(source)
-        except Exception as error:  # a plugin's reader must not break every worker's call
+            ids = checked_ids(manager.read_visible(source), f"{manager.name} read_visible()")
+        except PLUGIN_FAULTS as error:  # a plugin's reader must not break every worker's call
             warnings.warn(
                 f"{manager.name}: cannot read its visibility variables ({error}); treating it "
                 "as nothing visible",
@@ -45,7 +46,7 @@ def visible_ids(
                 stacklevel=2,
             )
             ids = []
-        visible[manager.name] = None if ids is None else [str(i) for i in ids]
+        visible[manager.name] = ids
     return visible
 
 

@@ -50,7 +50,9 @@ from types import ModuleType
 from typing import Any, Optional, Union
 
 from ._json import check_keys
+from ._shown import shown
 from ._version import VERSION as ACCELKIT_VERSION
+from .errors import InvalidData
 from .host import (
     MAX_READ_BYTES,
     CommandResult,
@@ -81,38 +83,46 @@ _UNREADABLE = b"\0"
 """Content of a recorded file that existed but was not text: it replays as unreadable."""
 
 
-def load_snapshot(directory: Union[str, os.PathLike[str]]) -> FakeHost:
-    """A host that replays the snapshot in ``directory``; ``ValueError`` says what is wrong."""
+def load_snapshot(
+    directory: Union[str, os.PathLike[str]], *, env: Optional[Mapping[str, str]] = None
+) -> FakeHost:
+    """A host that replays the snapshot in ``directory``; :class:`~accelkit.InvalidData` (a
+    ``ValueError``) says what is wrong with anything else, whatever the manifest holds.
+
+    ``env`` holds variables that replace the recorded ones (``accelkit --host`` passes the
+    shell's operator and visibility variables)."""
     base = Path(directory)
     manifest = base / MANIFEST
     try:
         data: Any = json.loads(manifest.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ValueError(f"{base} is not a snapshot: {manifest} is missing") from None
-    except ValueError as exc:
-        raise ValueError(f"{manifest} is not valid JSON: {exc}") from None
+        raise InvalidData(f"{base} is not a snapshot: {manifest} is missing") from None
+    except OSError as exc:
+        raise InvalidData(f"{manifest} cannot be read: {exc.strerror or exc}") from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested beyond any use
+        raise InvalidData(f"{manifest} is not valid JSON: {shown(str(exc), 200)}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError(f"{manifest} is not an accelkit snapshot (no format {FORMAT!r})")
+        raise InvalidData(f"{manifest} is not an accelkit snapshot (no format {FORMAT!r})")
     if data.get("version") != VERSION:
-        raise ValueError(
-            f"{manifest} has version {data.get('version')!r}; this accelkit reads {VERSION}"
+        raise InvalidData(
+            f"{manifest} has version {shown(data.get('version'))}; this accelkit reads {VERSION}"
         )
     check_keys(data, _MANIFEST_KEYS, f"{manifest}", required=("format", "version"))
-    env = data.get("env", {})
-    if not isinstance(env, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+    recorded = data.get("env", {})
+    if not isinstance(recorded, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in recorded.items()
     ):
-        raise ValueError(f"{manifest}: env must be an object of variable names to strings")
+        raise InvalidData(f"{manifest}: env must be an object of variable names to strings")
     entries = data.get("commands", [])
     if not isinstance(entries, list):
-        raise ValueError(f"{manifest}: commands must be a list")
+        raise InvalidData(f"{manifest}: commands must be a list")
     commands: dict[Union[str, tuple[str, ...]], CommandSpec] = {}
     for entry in entries:
         commands.update(_command(manifest, entry))
     root = base / ROOT
     return FakeHost(
         root=root if root.is_dir() else None,
-        env=dict(env),
+        env={**recorded, **(env or {})},
         commands=commands,
     )
 
@@ -122,23 +132,28 @@ _COMMAND_KEYS = ("argv", "returncode", "stdout", "stderr", "error", "message")
 
 
 def _command(manifest: Path, entry: object) -> dict[Union[str, tuple[str, ...]], CommandSpec]:
-    """One recorded command: its argv and what replaying it gives; ``ValueError`` if malformed."""
+    """One recorded command: its argv and what replaying it gives; ``InvalidData`` if malformed."""
     checked = check_keys(entry, _COMMAND_KEYS, f"{manifest}: a command", required=("argv",))
     argv = checked["argv"]
     if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
-        raise ValueError(f"{manifest}: a command's argv must be a list of strings, got {argv!r}")
+        raise InvalidData(
+            f"{manifest}: a command's argv must be a list of strings, got {shown(argv)}"
+        )
     key = tuple(argv)
     if "error" in checked:
         error = checked["error"]
-        if error not in _ERRORS:
-            raise ValueError(f"{manifest}: unknown command error {error!r} for {key}")
+        if not isinstance(error, str) or error not in _ERRORS:
+            raise InvalidData(
+                f"{manifest}: unknown command error {shown(error)} for {shown(key)}; known: "
+                f"{sorted(_ERRORS)}"
+            )
         message = checked.get("message") or f"{argv[0]}: recorded {error}"
         return {key: _ERRORS[error](str(message))}
     code, out, err = checked.get("returncode"), checked.get("stdout", ""), checked.get("stderr", "")
     if isinstance(code, bool) or not isinstance(code, int):
-        raise ValueError(f"{manifest}: {key} needs a whole-number returncode, got {code!r}")
+        raise InvalidData(f"{manifest}: {key} needs a whole-number returncode, got {shown(code)}")
     if not isinstance(out, str) or not isinstance(err, str):
-        raise ValueError(f"{manifest}: {key}'s stdout and stderr must be strings")
+        raise InvalidData(f"{manifest}: {key}'s stdout and stderr must be strings")
     return {key: (code, out, err)}
 
 

@@ -12,6 +12,7 @@ from typing import Callable, Optional
 
 __all__ = [
     "NOTHING_VISIBLE",
+    "checked_ids",
     "is_index",
     "join_ids",
     "relative_ids",
@@ -62,6 +63,18 @@ def valid_prefix(
             break
         prefix.append(token)
     return prefix
+
+
+def checked_ids(value: object, what: str) -> Optional[list[str]]:
+    """A plugin's answer that should be ids (None or a list of strings), or ``ValueError``.
+
+    A ``str`` is refused although it iterates: ``"01"`` would read as the ids "0" and "1".
+    """
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)) or not all(isinstance(i, str) for i in value):
+        raise ValueError(f"{what} gave {str(value)[:80]!r}, not a list of id strings or None")
+    return list(value)
 
 
 def join_ids(ids: Iterable[str]) -> str:

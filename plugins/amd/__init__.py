@@ -136,6 +136,8 @@ def from_amdsmi(host: Host) -> Optional[list[Device]]:
         if smi is None:
             return None
         handles = smi.amdsmi_get_processor_handles()
+        if not isinstance(handles, list):  # "" would read as "no GPU" and hide later layers
+            raise TypeError(f"amdsmi_get_processor_handles() returned {handles!r:.80}")
         return [amdsmi_gpu(host, smi, n, handle) for n, handle in enumerate(handles)]
 
 
@@ -165,9 +167,8 @@ def from_amd_smi(host: Host) -> Optional[list[Device]]:
 def from_kfd(host: Host) -> Optional[list[Device]]:
     """GPU nodes of the KFD topology (CPU nodes skipped), as ROCr numbers them; None if none."""
     nodes = [p for p in kfd_gpu_nodes(host) or [] if p.get("vendor_id") == AMD_VENDOR]
-    if not nodes:
-        return None
-    return [gpu(host, n, node, kfd_bus_id(node)) for n, node in enumerate(nodes)]
+    gpus = [gpu(host, n, node, kfd_bus_id(node)) for n, node in enumerate(nodes)]
+    return gpus if gpus else None
 
 
 def from_drm(host: Host) -> Optional[list[Device]]:

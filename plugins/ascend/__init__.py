@@ -22,6 +22,7 @@ from accelkit import AcceleratorManager, Device, Host, hookimpl, note
 from accelkit.detect import (
     call_probe,
     detect_layers,
+    device_count,
     is_index,
     parse_colon_records,
     run_command,
@@ -96,11 +97,9 @@ def probe_acl(import_module: Callable[[str], ModuleType]) -> dict[str, Any]:
 def from_acl(host: Host) -> Optional[list[Device]]:
     """pyACL counts the chips its process may use: under ASCEND_RT_VISIBLE_DEVICES, those ids."""
     found = call_probe(host, probe_acl, expect=dict) or {}
-    count = found.get("count")
-    if not isinstance(count, int) or count < 0:
-        if found:
-            note(f"pyACL probe returned {found!r}, not a device count", "warning")
+    if not found:
         return None
+    count = device_count(found.get("count"), "pyACL's device count")
     ids = [str(n) for n in range(count)]
     visible = AscendManager().read_visible(host.env)
     if visible is not None and len(visible) == count:
@@ -134,7 +133,7 @@ def from_card_list(host: Host) -> Optional[list[Device]]:
         if cards is not None:
             note(f"`npu-smi info -l` has a card without a numeric Chip Count: {cards}", "warning")
         return None
-    return numbered(sum(int(c) for c in counts))
+    return numbered(device_count(sum(int(c) for c in counts), "npu-smi's total Chip Count"))
 
 
 def from_devfs(host: Host) -> Optional[list[Device]]:

@@ -62,6 +62,7 @@ TYPE_LABELS = (
 DISCRETE = re.compile("|".join(pattern for pattern, _ in TYPE_LABELS), re.IGNORECASE)
 STACKS = {"Intel-GPU-Max-1550": 2, "Intel-GPU-Max-1450": 2, "Intel-GPU-Max-1350": 2}
 INTEGRATED_BUS = "0000:00:02.0"
+MASK_ID = re.compile(r"^[0-9]+(\.[0-9]+)?$")  # a device or device.stack; no selector syntax
 XPU_SMI = ("xpu-smi", "discovery", "-j")
 PCI_ORDER = {"ZE_ENABLE_PCI_ID_DEVICE_ORDER": "1"}
 PROBE_ENV = {**PCI_ORDER, "ONEAPI_DEVICE_SELECTOR": None, "ZE_AFFINITY_MASK": None}
@@ -86,6 +87,7 @@ class IntelManager(AcceleratorManager):
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
         """``ZE_AFFINITY_MASK`` first, then ``ONEAPI_DEVICE_SELECTOR``'s ids relative to it."""
         mask = split_ids(env.get("ZE_AFFINITY_MASK"), self.nothing_visible)
+        mask = None if mask is None else [t for t in mask if MASK_ID.match(t)]
         selected = level_zero_ids(env.get("ONEAPI_DEVICE_SELECTOR"), self.nothing_visible)
         return stacked_ids(mask, selected)
 

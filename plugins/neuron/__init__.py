@@ -14,7 +14,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Optional
 
 from accelkit import CONTIGUOUS, AcceleratorManager, Device, Host, hookimpl, note
-from accelkit.detect import detect_layers, first_records, is_index, parse_int, read_int, read_value
+from accelkit.detect import (
+    detect_layers,
+    device_count,
+    first_records,
+    is_index,
+    parse_int,
+    read_int,
+    read_value,
+)
 
 from .ranges import format_ranges, parse_ranges
 
@@ -90,6 +98,7 @@ class NeuronManager(AcceleratorManager):
                 count = chip.cores
             else:
                 count = _logical_cores(host, base, chip.number, _lnc(host.env, model))
+            count = device_count(len(devices) + count, "Neuron cores") - len(devices)
             share = max(chip.memory or 0, 0) // max(count, 1) or None  # of the device's memory
             core = Device(
                 "0",

@@ -25,6 +25,7 @@ from accelkit import AcceleratorManager, Device, Host, hookimpl, note
 from accelkit.detect import (
     decode,
     detect_layers,
+    device_count,
     is_index,
     library_session,
     parse_colon_records,
@@ -44,7 +45,7 @@ MODELS += r"|L40S|L40|L20|L4|T4|V100S|V100|P100|P40|P4|K80"
 TYPE_LABELS = ((r"\bRTX PRO (\d+)\b", r"RTX-PRO-\1"), (rf"\b({MODELS})\b", r"\1"))
 MIG_PROFILE = re.compile(r"\b\d+g\.\d+gb\b", re.IGNORECASE)  # "... MIG 1g.5gb" -> "A100-1g.5gb"
 NVML_ABSENT = ("NVMLError_LibraryNotFound", "NVMLError_DriverNotLoaded")  # no stack: info
-CUDA_TOKEN = re.compile(r"[0-9]+|GPU-[\w-]+|MIG-[\w/-]+")  # CUDA stops at any other token
+CUDA_TOKEN = re.compile(r"[0-9]+|GPU-[\w-]+|MIG-[\w/-]+", re.ASCII)  # CUDA stops at others
 # The documented query plus the MIG mode, so that a MIG-enabled GPU is never offered whole.
 QUERY = "index,uuid,name,memory.total,pci.bus_id,mig.mode.current"
 NVIDIA_SMI = ("nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits")
@@ -107,7 +108,7 @@ def from_nvml(host: Host) -> Optional[list[Device]]:
     with library_session(host, "pynvml", "nvmlInit", "nvmlShutdown", NVML_ABSENT) as nvml:
         if nvml is None:
             return None
-        count = nvml.nvmlDeviceGetCount()
+        count = device_count(nvml.nvmlDeviceGetCount(), "NVML's device count")
         return [d for i in range(count) for d in nvml_gpu(nvml, i)]
 
 

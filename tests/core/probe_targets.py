@@ -27,3 +27,9 @@ def die(import_module: Callable[[str], Any]) -> None:
     import os
 
     os._exit(3)
+
+
+def import_error_inside_a_call(import_module: Callable[[str], Any]) -> None:
+    """The library imports, then one of its calls raises ImportError (a missing .so)."""
+    import_module("json")
+    raise ImportError("libfoo.so: cannot open shared object file")

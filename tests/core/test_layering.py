@@ -26,6 +26,8 @@ LAYERS = {
     "metadata": 0,
     "settings": 0,
     "_json": 0,
+    "_faults": 0,
+    "_shown": 0,
     "_lazy": 0,
     "_version": 0,
     "poolworker": 0,  # a pool's worker process: the standard library only, before each call

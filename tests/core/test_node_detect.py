@@ -50,7 +50,10 @@ def test_detected_devices_get_family_resource_and_index(generic: object) -> None
         "accelkit/acme.type": "Z9",
         "accelkit/acme.driver": "acme-test",
     }
-    assert levels(node, "info") == ["acme: 2 device(s) from the command layer"]
+    assert levels(node, "info") == [
+        "acme: 2 device(s) from the command layer",
+        "acme: labels driver come from the plugin's labels()",  # ls -v explains computed facts
+    ]
 
 
 def test_the_same_host_gives_an_equal_node(generic: object, sandbox: Path) -> None:

@@ -34,7 +34,7 @@ devices = st.builds(
 )
 nodes = st.builds(
     Node,
-    devices=st.lists(devices, max_size=6),
+    devices=st.lists(devices, max_size=6, unique_by=lambda d: (d.family, d.id)),
     resources=st.dictionaries(
         st.text(min_size=1, max_size=16),
         st.floats(min_value=0, max_value=1e6, allow_nan=False, allow_infinity=False),

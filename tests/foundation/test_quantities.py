@@ -8,7 +8,8 @@ from fractions import Fraction
 
 import pytest
 from accelkit import InvalidRequest
-from accelkit.quantities import UNIT, from_units, to_units
+from accelkit._shown import shown
+from accelkit.quantities import MAX_QUANTITY, UNIT, from_units, to_units
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -33,9 +34,9 @@ from hypothesis import strategies as st
         (2 + 1e-12, 20_000),  # near-whole above 1 rounds too
         (0.99999, 9_999),  # 1e-5 from a whole is not "near": floored
         (10**12 + 1, (10**12 + 1) * 10_000),  # integers convert exactly, however large
-        (1e300, int(1e300) * 10_000),  # a whole float beyond 2**53 is still whole
-        (Fraction(10**30, 1), 10**34),
-        (Decimal("1e30"), 10**34),
+        (float(MAX_QUANTITY), MAX_QUANTITY * 10_000),  # the largest quantity, exactly
+        (Fraction(MAX_QUANTITY, 1), MAX_QUANTITY * 10_000),
+        (Decimal("9e15"), 9 * 10**19),
     ],
 )
 def test_valid_quantities_convert_exactly(value: object, units: int) -> None:
@@ -56,7 +57,11 @@ def test_valid_quantities_convert_exactly(value: object, units: int) -> None:
         (2.0001, "above 1 and not whole"),
         (1.00005, "above 1 and not whole"),  # floors to 1.0000, yet it is above 1 and not whole
         (2.00001, r"above 1 and not whole: ask for a whole number \(2 or 3\)"),
-        (Fraction(10**400 + 1, 2), "above 1 and not whole"),  # too large for a float
+        (Fraction(10**400 + 1, 2), "above the largest quantity"),  # too large for a float
+        (1e300, "above the largest quantity"),
+        pytest.param(10**5000, "above the largest quantity", id="10**5000"),  # repr would raise
+        (Decimal("1e999999999"), "above the largest quantity"),  # Fraction() would never return
+        (Decimal("sNaN"), "must be finite"),
         (Decimal("NaN"), "finite"),
         (Decimal("-0.5"), "negative"),
         (1j, "must be a number"),
@@ -67,7 +72,7 @@ def test_invalid_quantities_are_rejected_with_the_value(value: object, message: 
     with pytest.raises(InvalidRequest, match=message) as info:
         to_units(value, what="GPU quantity")
     assert "GPU quantity" in str(info.value)
-    assert repr(value) in str(info.value)
+    assert shown(value) in str(info.value)  # repr, cut short, and never raising
     assert "ask for" in str(info.value)  # what would be right, not only what was wrong
 
 

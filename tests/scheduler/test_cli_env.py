@@ -89,7 +89,7 @@ def test_errors_exit_2(
     capsys: pytest.CaptureFixture[str], empty_host: str, argv: list[str], message: str
 ) -> None:
     code, out, err = run(capsys, *argv, "--host", empty_host)
-    assert code == 2 and out == ""
+    assert code == 2 and out == "false\n"  # so that an eval of the output fails too
     assert message in err and err.startswith("accelkit env: error:")
 
 
@@ -109,11 +109,11 @@ def test_eval_in_a_shell(empty_host: str) -> None:
         f'--host {empty_host})"; echo "[$CUDA_VISIBLE_DEVICES]"'
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
-    env["CUDA_VISIBLE_DEVICES"] = "7"
+    env["CUDA_VISIBLE_DEVICES"] = "5,7"  # honoured on the replayed node: its two GPUs
     result = subprocess.run(
         ["bash", "-c", script], capture_output=True, text=True, env=env, check=True
     )
-    assert result.stdout == "[0]\n"
+    assert result.stdout == "[5]\n"
 
 
 def test_a_bad_override_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -206,7 +206,8 @@ def test_eval_a_typed_fraction_on_a_snapshot() -> None:
         env=env,
     )
     seen = bash_eval(lines, ["CUDA_VISIBLE_DEVICES", "XLA_PYTHON_CLIENT_MEM_FRACTION"], env)
-    assert seen == {"CUDA_VISIBLE_DEVICES": "0", "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.5"}
+    # the shell's CUDA_VISIBLE_DEVICES=7 is honoured on the replayed node: GPU 7 is what it sees
+    assert seen == {"CUDA_VISIBLE_DEVICES": "7", "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.5"}
 
 
 def test_a_resource_given_twice_is_an_error(
@@ -215,5 +216,5 @@ def test_a_resource_given_twice_is_an_error(
     code, out, err = run(
         capsys, "-r", "GPU=1", "-r", "GPU=0.5", "--override", "GPU=2", "--host", empty_host
     )
-    assert code == 2 and out == ""
+    assert code == 2 and out == "false\n"  # so that an eval of the output fails too
     assert "GPU is requested twice" in err

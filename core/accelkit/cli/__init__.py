@@ -2,7 +2,11 @@
 
 Each verb module exposes ``register(subparsers, common)`` which adds its parser and sets
 ``run=function(args) -> int``. Exit codes: 0 success, 1 a check or detection found a problem,
-2 bad usage or input.
+2 bad usage or input. A verb whose output is meant for ``eval`` declares ``FAILURE_LINE``: on any
+failure (bad usage included) that line goes to stdout, so ``eval "$(accelkit VERB ...)"`` fails
+too instead of running on with the shell's own devices. Error messages show the input with its
+control characters escaped (``\n``, ``\x1b``): a message is one line, and never drives the
+terminal.
 """
 
 from __future__ import annotations
@@ -11,10 +15,11 @@ import argparse
 import importlib
 import os
 import sys
+import unicodedata
 from collections.abc import Sequence
-from typing import Optional
+from typing import NoReturn, Optional
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "describe", "main"]
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "describe", "main", "printable"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -32,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="read a node snapshot directory (made by `accelkit snapshot`) instead of this machine",
     )
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="accelkit",
         description=(
             "Find this node's accelerators, name them as scheduler resources, and build the "
@@ -44,18 +49,40 @@ def build_parser() -> argparse.ArgumentParser:
     from .._version import VERSION
 
     parser.add_argument("--version", action="version", version=f"accelkit {VERSION}")
-    verbs = parser.add_subparsers(dest="verb", metavar="VERB")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
     for verb in VERBS:
         importlib.import_module(f".{verb}", __name__).register(verbs, common)
     return parser
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with the offending words of a usage error shown escaped (see :func:`printable`)."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(printable(message))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``accelkit`` script; returns the exit code."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    failure_line = _failure_line(words)
+    try:
+        code = _run(words)
+    except SystemExit as stop:  # argparse: bad usage, or --help / --version
+        if stop.code not in (0, None):
+            sys.stdout.write(failure_line)
+        raise
+    if code != EXIT_OK:
+        sys.stdout.write(failure_line)
+    return code
+
+
+def _run(words: list[str]) -> int:
+    """Parse and run one verb; every failure is a one-line message and an exit code."""
     from ..errors import AccelkitError
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(words)
     if getattr(args, "run", None) is None:
         parser.print_help()
         return EXIT_USAGE
@@ -72,14 +99,45 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug of ours or a plugin's: a sentence, never a traceback
+        print(
+            f"accelkit {args.verb}: internal error: {type(exc).__name__}: {describe(exc)} "
+            "(please report it; ACCELKIT_TRACE_PLUGINS=1 shows plugin calls)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     return code
+
+
+def _failure_line(words: Sequence[str]) -> str:
+    """The verb's ``FAILURE_LINE`` (with a newline), or nothing; the verb is the first word
+    that is not an option (the top-level parser takes no option with a value)."""
+    verb = next((w for w in words if not w.startswith("-")), None)
+    if verb not in VERBS or "--json" in words:  # JSON output is never followed by it
+        return ""
+    line = getattr(importlib.import_module(f".{verb}", __name__), "FAILURE_LINE", None)
+    return f"{line}\n" if line else ""
 
 
 def describe(exc: BaseException) -> str:
     """An error as a sentence: ``/x: Permission denied`` rather than ``[Errno 13] ...``."""
     if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
-        return f"{exc.filename}: {exc.strerror}"
-    return str(exc) or type(exc).__name__
+        return printable(f"{exc.filename}: {exc.strerror}")
+    return printable(str(exc) or type(exc).__name__)
+
+
+def printable(text: str) -> str:
+    """``text`` with control and format characters (newlines, escapes, NUL, bidi overrides,
+    line separators, lone surrogates) written as ``\\n``, ``\\x1b``, ``\\u202e``: what a
+    terminal shows, one line, and nothing it would act on."""
+    return "".join(
+        ch.encode("unicode_escape").decode("ascii") if unicodedata.category(ch) in UNSHOWN else ch
+        for ch in text
+    )
+
+
+UNSHOWN = ("Cc", "Cf", "Cs", "Zl", "Zp")
+"""Unicode categories :func:`printable` escapes."""
 
 
 if __name__ == "__main__":

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ..host import Host, LocalHost
+from . import printable
 
 if TYPE_CHECKING:
     from ..grant import Grant
@@ -19,12 +21,29 @@ if TYPE_CHECKING:
 
 
 def host_from_args(args: argparse.Namespace) -> Host:
-    """The snapshot named by ``--host DIR``, or this machine."""
-    if getattr(args, "host", None):
-        from ..snapshot import load_snapshot
+    """The snapshot named by ``--host DIR``, or this machine.
 
-        return load_snapshot(args.host)
-    return LocalHost()
+    A snapshot is replayed with this shell's operator and visibility variables
+    (``ACCELKIT_OVERRIDE_RESOURCES``, ``ACCELKIT_EXCLUDE_DEVICES``, ``CUDA_VISIBLE_DEVICES``, ...)
+    in place of the recorded ones, as they would act on that node; one line on stderr says which,
+    and detection checks them as it checks the recorded ones. Never ignored silently.
+    """
+    if not getattr(args, "host", None):
+        return LocalHost()
+    from .. import registry
+    from ..pipeline import CONFIG_ENV_VARS
+    from ..snapshot import load_snapshot
+
+    names = {*CONFIG_ENV_VARS, *(n for m in registry.managers() for n in m.all_env_vars_read())}
+    shell = {name: os.environ[name] for name in sorted(names) if name in os.environ}
+    if shell:
+        shown = ", ".join(f"{name}={value!r}" for name, value in shell.items())
+        print(
+            f"accelkit: --host {args.host}: this shell's {printable(shown)} replace(s) the "
+            "snapshot's",
+            file=sys.stderr,
+        )
+    return load_snapshot(args.host, env=shell)
 
 
 def print_json(data: Any) -> None:

@@ -1,7 +1,9 @@
 """``accelkit env``: the environment of one grant, as shell lines or JSON.
 
 ``eval "$(accelkit env -r GPU=1)"`` makes this shell see one GPU of this node, exactly as a
-scheduler's worker holding that grant would.
+scheduler's worker holding that grant would. On any failure the verb prints ``false`` on stdout
+besides the error on stderr, so the ``eval`` fails too; in a script, write
+``out=$(accelkit env -r GPU=1) && eval "$out"``, which also stops when accelkit cannot run.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import argparse
 import re
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any, Optional, Union
 
@@ -23,6 +25,9 @@ from ._common import (
     resource_quantity,
     resource_text,
 )
+
+FAILURE_LINE = "false"
+"""Printed on stdout when the verb fails, so that ``eval "$(accelkit env ...)"`` fails as well."""
 
 TYPE_OPTION = "accelerator_type"
 """``-r accelerator_type=H100`` asks for a type, like ``acquire(..., accelerator_type="H100")``."""
@@ -40,11 +45,13 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
             "Detect this node (or the snapshot given with --host), grant the request as a "
             "scheduler would on an idle node, and print the worker environment as shell lines: "
             "`export VAR=value`, and `unset VAR` for variables that must not be set. Use "
-            'eval "$(accelkit env -r GPU=1)" to apply it to this shell.'
+            'eval "$(accelkit env -r GPU=1)" to apply it to this shell; in scripts, '
+            'out=$(accelkit env -r GPU=1) && eval "$out".'
         ),
         epilog=(
             "Exit status: 0 on success; 1 when the request does not fit; 2 when it is malformed "
-            "or could never fit on this node (the message says what the node has)."
+            "or could never fit on this node (the message says what the node has). On failure "
+            "stdout holds the line `false`, so an eval of it fails as well."
         ),
     )
     add_request_options(parser, "request")
@@ -72,11 +79,29 @@ def run(args: argparse.Namespace) -> int:
         print(f"accelkit env: {request} does not fit on this node now", file=sys.stderr)
         return EXIT_FAILED
     env = grant.env(hide_others=args.hide_others, hooks=not args.no_hints)
+    if not grant.devices:
+        print(f"accelkit env: {_nothing_granted(request, accelerator_type, env)}", file=sys.stderr)
     if args.json:
         print_json({"grant": grant.to_dict(), "ids": grant.ids, "env": env})
     else:
         sys.stdout.write(shell_lines(env))
     return EXIT_OK
+
+
+def _nothing_granted(
+    request: Mapping[str, object], accelerator_type: Optional[str], env: Mapping[str, object]
+) -> str:
+    """What an env verb that grants no device did, in a sentence (stderr: eval never sees it)."""
+    asked = ", ".join(f"{name}={value}" for name, value in request.items())
+    if accelerator_type is not None:
+        asked = ", ".join(filter(None, [asked, f"{TYPE_OPTION}={accelerator_type}"]))
+    what = f"the request ({asked})" if asked else "no request (-r RES=Q)"
+    done = (
+        f"printing {len(env)} variable(s) that hide the node's devices (--hide-others)"
+        if env
+        else "printing nothing: this shell keeps the devices it sees"
+    )
+    return f"{what} takes no device; {done}"
 
 
 def parse_request(items: Sequence[str]) -> tuple[dict[str, Union[float, Fraction]], Optional[str]]:

@@ -9,6 +9,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, Optional
 
+from .._faults import PLUGIN_FAULTS
 from . import EXIT_FAILED, EXIT_OK
 from ._common import host_from_args, print_json, table
 
@@ -81,7 +82,7 @@ def _device_counts(args: argparse.Namespace) -> dict[str, Optional[int]]:
             try:  # the manager sees its declared variables only, as in node detection
                 view = host.view(manager.all_env_vars_read())
                 counts[manager.name] = len(manager.detect(view))
-            except Exception:
+            except PLUGIN_FAULTS:
                 counts[manager.name] = None
     return counts
 

@@ -15,6 +15,7 @@ plugins to import, except the names ``accelkit`` itself exports.
 
 from __future__ import annotations
 
+from ..device import MAX_DEVICES
 from ..visibility import (
     NOTHING_VISIBLE,
     is_index,
@@ -28,6 +29,7 @@ from ._devfiles import DeviceFile, accel_files, device_files, vfio_files
 from ._drm import drm_devices
 from ._facts import (
     decode,
+    device_count,
     find_field,
     json_records,
     library_session,
@@ -56,6 +58,7 @@ from ._text import parse_colon_records, parse_memory
 from ._tools import first_json, first_records
 
 __all__ = [
+    "MAX_DEVICES",
     "NOTHING_VISIBLE",
     "DeviceFile",
     "Layer",
@@ -64,6 +67,7 @@ __all__ = [
     "call_probe",
     "decode",
     "detect_layers",
+    "device_count",
     "device_files",
     "drm_devices",
     "find_field",

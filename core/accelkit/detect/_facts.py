@@ -15,12 +15,15 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Optional
 
+from .._shown import shown
+from ..device import MAX_DEVICES
 from ..diagnostics import note
 from ..host import Host
 from ._layers import import_library, normalise_bus_id
 
 __all__ = [
     "decode",
+    "device_count",
     "find_field",
     "json_records",
     "library_session",
@@ -65,6 +68,19 @@ def library_session(
         yield library
     finally:
         getattr(library, shutdown)()
+
+
+def device_count(value: object, what: str) -> int:
+    """A count of devices or cores a vendor reported, checked: a whole number from 0 to
+    :data:`MAX_DEVICES`. Anything else (NVML's -1, a ``Chip Count`` of a billion, text) raises
+    ``ValueError`` naming ``what``, so the detection layer fails, says why, and the next answers.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DEVICES:
+        raise ValueError(
+            f"{what} is {shown(value)}, not a count from 0 to {MAX_DEVICES} "
+            "(accelkit.detect.MAX_DEVICES)"
+        )
+    return value
 
 
 def parse_int(value: object, base: int = 10) -> Optional[int]:

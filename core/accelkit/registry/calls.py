@@ -16,6 +16,8 @@ from typing import Any, Callable, Optional
 
 import pluggy
 
+from .._faults import PLUGIN_FAULTS
+
 __all__ = ["call_each", "call_one", "trace_to_stderr"]
 
 
@@ -44,7 +46,7 @@ def call_each(
             continue
         try:
             result = call_one(pm, hook, impl.plugin, kwargs)
-        except Exception as exc:
+        except PLUGIN_FAULTS as exc:
             yield impl.plugin, None, exc
             continue
         if result is not None:

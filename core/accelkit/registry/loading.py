@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional
 import pluggy
 
 from .. import hookspecs
+from .._faults import PLUGIN_FAULTS
 from .._version import VERSION
 from ..manager import AcceleratorManager
 from .calls import call_one
@@ -142,7 +143,7 @@ def load(pm: pluggy.PluginManager, plugin: LoadedPlugin) -> None:
             step = "accelkit_register_managers raised"
             result = call_one(pm, "accelkit_register_managers", obj, {})
             plugin.managers = _validated_managers(plugin, result)
-    except Exception as exc:
+    except PLUGIN_FAULTS as exc:
         if obj is not None and pm.is_registered(obj):
             pm.unregister(obj)
         plugin.obj = None

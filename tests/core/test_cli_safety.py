@@ -1,0 +1,162 @@
+"""The command line in shell scripts and in front of operators (issue 14, items 10-12): a failed
+``accelkit env`` fails the ``eval`` too, an empty request says what it did, ``--host`` honours
+the shell's variables out loud, errors are one escaped line, ``ls -v`` explains computed facts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from accelkit.cli import main, printable
+
+NODES = Path(__file__).resolve().parents[2] / "examples" / "nodes"
+SHELL_VARIABLES = ("ACCELKIT_", "CUDA_", "TPU_", "HABANA_", "ROCR_", "HIP_", "ZE_", "ONEAPI_")
+
+
+@pytest.fixture
+def empty_host(tmp_path: Path) -> str:
+    (tmp_path / "root").mkdir()
+    manifest = {"format": "accelkit-snapshot", "version": 1, "env": {}, "commands": []}
+    (tmp_path / "snapshot.json").write_text(json.dumps(manifest))
+    return str(tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def quiet_shell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No operator or visibility variable of the machine running the tests leaks in."""
+    for name in list(os.environ):
+        if name.startswith(SHELL_VARIABLES):
+            monkeypatch.delenv(name)
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as stop:
+        code = int(stop.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def shell(script: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(SHELL_VARIABLES)}
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["-r", "GPU=1"], ["-r", "GPU=x"], ["--bogus"], ["-r", "GPU=1", "--override", "GPU=oops"]],
+)
+def test_a_failing_env_prints_false_so_eval_fails(
+    capsys: pytest.CaptureFixture[str], empty_host: str, argv: list[str]
+) -> None:
+    code, out, err = cli(capsys, "env", *argv, "--host", empty_host)
+    assert code != 0 and out == "false\n" and err.strip()
+
+
+def test_set_e_stops_a_script_whose_env_failed(empty_host: str) -> None:
+    command = f"{sys.executable} -m accelkit.cli env -r GPU=1 --host {empty_host}"
+    result = shell(f'set -e; eval "$({command})"; echo carried on')
+    assert result.returncode != 0 and "carried on" not in result.stdout
+    result = shell(f'out=$({command}) && eval "$out" || echo stopped')
+    assert result.stdout == "stopped\n"
+
+
+def test_env_json_failure_prints_no_false(
+    capsys: pytest.CaptureFixture[str], empty_host: str
+) -> None:
+    code, out, _ = cli(capsys, "env", "--json", "-r", "GPU=1", "--host", empty_host)
+    assert code != 0 and out == ""
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        ([], "no request (-r RES=Q) takes no device; printing nothing"),
+        (["-r", "GPU=0"], "the request (GPU=0.0) takes no device; printing nothing"),
+        (["-r", "GPU=0", "--hide-others"], "printing 2 variable(s) that hide"),
+    ],
+)
+def test_an_empty_request_says_what_it_did(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    node = str(NODES / "nvidia-h100-8gpu")
+    code, out, err = cli(capsys, "env", *argv, "--host", node)
+    assert code == 0 and said in err
+    assert ("unset" in out or "export" in out) == ("--hide-others" in argv)
+
+
+def test_only_a_type_says_it_takes_no_device(capsys: pytest.CaptureFixture[str]) -> None:
+    node = str(NODES / "nvidia-h100-8gpu")
+    code, _, err = cli(capsys, "env", "-r", "accelerator_type=H100", "--host", node)
+    assert code == 0 and "(accelerator_type=H100) takes no device" in err
+
+
+def test_host_honours_the_shell_variables_and_says_so(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    monkeypatch.setenv("ACCELKIT_EXCLUDE_DEVICES", "nvidia:3")
+    code, out, err = cli(capsys, "ls", "--json", "--host", str(NODES / "nvidia-h100-8gpu"))
+    assert code == 0
+    assert [d["id"] for d in json.loads(out)["devices"]] == ["2"]
+    notice = [line for line in err.splitlines() if "replace(s) the snapshot's" in line]
+    assert len(notice) == 1
+    assert "CUDA_VISIBLE_DEVICES='2,3'" in notice[0] and "ACCELKIT_EXCLUDE_DEVICES" in notice[0]
+
+
+def test_host_validates_the_shell_override(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, empty_host: str
+) -> None:
+    monkeypatch.setenv("ACCELKIT_OVERRIDE_RESOURCES", "{nope")
+    code, _, err = cli(capsys, "ls", "--host", empty_host)
+    assert code == 2 and "ACCELKIT_OVERRIDE_RESOURCES" in err and "not JSON" in err
+
+
+def test_errors_escape_control_characters(
+    capsys: pytest.CaptureFixture[str], empty_host: str
+) -> None:
+    code, _, err = cli(capsys, "env", "-r", "GPU=\x1b[31mred\nline", "--host", empty_host)
+    assert code == 2
+    assert "\x1b" not in err and err.count("\n") == 1
+    code, _, err = cli(capsys, "ls", "--nope\x07\n", "--host", empty_host)
+    assert code == 2 and "\x07" not in err and "\\x07" in err
+
+
+def test_printable_escapes_only_control_characters() -> None:
+    assert printable("GPU\n\x00\x1bé²\u202e") == "GPU\\n\\x00\\x1bé²\\u202e"
+
+
+def test_an_internal_error_is_a_sentence_not_a_traceback(
+    capsys: pytest.CaptureFixture[str], empty_host: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from accelkit.cli import ls
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RecursionError("too deep")
+
+    monkeypatch.setattr(ls, "report", broken)
+    code, _, err = cli(capsys, "ls", "--host", empty_host)
+    assert code == 1
+    assert "internal error: RecursionError: too deep" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("node", "explained"),
+    [
+        ("intel-max1550-4gpu", "intel: 8 devices on 4 PCI card(s)"),
+        ("tpu-v6e-8", "tpu: node resource TPU-v6e-8-head = 1 comes from the plugin"),
+        ("mixed-nvidia-ascend", "no accelkit/accelerator-type label: the node's devices have"),
+    ],
+)
+def test_ls_verbose_explains_computed_facts(
+    capsys: pytest.CaptureFixture[str], node: str, explained: str
+) -> None:
+    code, out, _ = cli(capsys, "ls", "-v", "--host", str(NODES / node))
+    assert code == 0 and explained in out
+    _, quiet, _ = cli(capsys, "ls", "--host", str(NODES / node))
+    assert explained not in quiet
