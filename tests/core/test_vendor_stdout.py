@@ -1,0 +1,61 @@
+"""Nothing a vendor library prints reaches accelkit's stdout: ``accelkit ls --json`` stays JSON.
+
+``import amdsmi`` without ROCm prints a hint (from Python) and raises ``KeyError``; C libraries
+print straight to file descriptor 1. Both are caught while importing and kept as a note.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from types import ModuleType
+
+import accelkit
+from accelkit.detect import import_library
+from accelkit.diagnostics import collecting
+
+
+class PrintingHost(accelkit.FakeHost):
+    """A host whose libraries print while importing, from Python and from "C" (fd 1)."""
+
+    def import_module(self, name: str) -> ModuleType:
+        print(f"{name}: python-level chatter")
+        os.write(1, f"{name}: descriptor-level chatter\n".encode())
+        if name == "amdsmi":
+            raise KeyError("libamd_smi.so")
+        return ModuleType(name)
+
+
+def test_printing_at_import_becomes_a_note_and_never_stdout(capfd: object) -> None:
+    with collecting("amd") as notes:
+        assert import_library(PrintingHost(), "amdsmi") is None
+        assert import_library(PrintingHost(), "vendorlib") is not None
+    out, _err = capfd.readouterr()  # type: ignore[attr-defined]
+    assert out == ""
+    messages = [(n.level, n.message) for n in notes]
+    assert ("info", "amdsmi is installed but its C library is not: KeyError: 'libamd_smi.so'") in (
+        messages
+    )
+    printed = [m for level, m in messages if m.startswith("importing amdsmi printed:")]
+    assert printed == [
+        "importing amdsmi printed: amdsmi: python-level chatter amdsmi: descriptor-level chatter"
+    ]
+    assert all(level == "info" for level, _ in messages)
+
+
+def test_ls_json_is_json_with_the_real_vendor_wrappers_installed() -> None:
+    """The test extra installs nvidia-ml-py and amdsmi; wherever their C libraries are missing
+    (CI, this machine) their import and init must stay off stdout and out of the warnings."""
+    result = subprocess.run(
+        [sys.executable, "-m", "accelkit.cli", "ls", "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    node = json.loads(result.stdout)  # no vendor chatter before or after the JSON
+    amd = [d for d in node["diagnostics"] if d["family"] in ("amd", "nvidia")]
+    if not node["devices"]:
+        assert all(d["level"] == "info" for d in amd), amd
