@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 import importlib
+import importlib.util
 import json
 import os
 import posixpath
@@ -246,6 +247,14 @@ class Host:
         """Import a vendor library in this process (for fork-safe, non-blocking ones like NVML)."""
         raise NotImplementedError
 
+    def has_library(self, name: str) -> bool:
+        """Whether vendor library ``name`` may be importable, found without importing anything.
+
+        False only when it is certainly absent, so a caller can skip a probe process (about
+        80 ms) for a library that is not installed; True when unknown. This base answers True.
+        """
+        return True
+
     def probe(self, function: ProbeFunction, *args: Any, timeout: Optional[float] = None) -> Any:
         """Call ``function(import_module, *args)`` where a hang or crash cannot hurt the caller.
 
@@ -308,6 +317,9 @@ class HostView(Host):
     def import_module(self, name: str) -> ModuleType:
         return self.inner.import_module(name)
 
+    def has_library(self, name: str) -> bool:
+        return self.inner.has_library(name)
+
     def probe(self, function: ProbeFunction, *args: Any, timeout: Optional[float] = None) -> Any:
         return self.inner.probe(function, *args, timeout=timeout)
 
@@ -369,6 +381,15 @@ class LocalHost(Host):
 
     def import_module(self, name: str) -> ModuleType:
         return importlib.import_module(name)
+
+    def has_library(self, name: str) -> bool:
+        """Whether the top-level package of ``name`` is on this process's path (the path a
+        probe process gets); a dotted name's parents are never imported to find out."""
+        top = name.partition(".")[0]
+        try:
+            return importlib.util.find_spec(top) is not None
+        except (ImportError, ValueError):  # a broken finder or a top with a None __spec__
+            return True
 
     def probe(self, function: ProbeFunction, *args: Any, timeout: Optional[float] = None) -> Any:
         limit = DEFAULT_PROBE_TIMEOUT if timeout is None else timeout
@@ -512,6 +533,10 @@ class FakeHost(Host):
         ):
             raise module
         return module  # type: ignore[no-any-return]
+
+    def has_library(self, name: str) -> bool:
+        """Whether ``name`` is among the given ``modules`` (a FakeHost has nothing else)."""
+        return name in self._modules
 
     def probe(self, function: ProbeFunction, *args: Any, timeout: Optional[float] = None) -> Any:
         try:

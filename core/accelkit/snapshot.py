@@ -331,6 +331,9 @@ class RecordingHost(HostView):
     def import_module(self, name: str) -> ModuleType:
         raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
+    def has_library(self, name: str) -> bool:
+        return False
+
     def probe(self, function: ProbeFunction, *args: Any, timeout: Optional[float] = None) -> Any:
         """Run the probe here, as a replay will: every library import fails."""
         return FakeHost().probe(function, *args, timeout=timeout)

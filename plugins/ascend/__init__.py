@@ -85,7 +85,7 @@ def probe_acl(import_module: Callable[[str], ModuleType]) -> dict[str, Any]:
 
 def from_acl(host: Host) -> Optional[list[Device]]:
     """pyACL counts the chips its process may use: under ASCEND_RT_VISIBLE_DEVICES, those ids."""
-    found = call_probe(host, probe_acl, expect=dict) or {}
+    found = call_probe(host, probe_acl, expect=dict, library="acl") or {}
     count = found.get("count")
     if not isinstance(count, int) or count < 0:
         if found:

@@ -144,7 +144,7 @@ def from_dpctl(host: Host) -> Optional[list[Device]]:
     if {"ZE_AFFINITY_MASK", "ONEAPI_DEVICE_SELECTOR"} & set(host.env):
         note("dpctl would see only the devices the node's visibility variables select: skipped")
         return None
-    found = call_probe(host, dpctl_probe, expect=list)
+    found = call_probe(host, dpctl_probe, expect=list, library="dpctl")
     cards = (card(host, name, None, None, None, size) for name, size in found or ())
     return None if found is None else numbered(cards)
 

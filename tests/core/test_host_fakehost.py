@@ -104,6 +104,12 @@ def test_modules_are_importable_by_name_and_exception_values_raise() -> None:
         host.import_module("dpctl")
     with pytest.raises(ModuleNotFoundError):
         host.import_module("amdsmi")
+    assert [host.has_library(n) for n in ("pynvml", "acl", "dpctl", "amdsmi")] == [
+        True,
+        True,
+        True,
+        False,
+    ]
 
 
 def _double(import_module: object, value: int) -> int:

@@ -121,10 +121,18 @@ def call_probe(
     *args: Any,
     timeout: Optional[float] = None,
     expect: type = object,
+    library: Optional[str] = None,
 ) -> Any:
     """Run a library probe in its own process; None (with a note) when it cannot answer or
-    answers something other than an ``expect`` (a probe returns plain JSON data)."""
+    answers something other than an ``expect`` (a probe returns plain JSON data).
+
+    ``library`` names the module the probe imports: when the host knows it is not installed
+    (:meth:`~accelkit.Host.has_library`), no probe process is started.
+    """
     what = f"{function.__module__}.{function.__qualname__}"
+    if library is not None and not host.has_library(library):
+        note(f"Python library {library} is not installed")
+        return None
     try:
         found = host.probe(function, *args, timeout=timeout)
     except ImportError as exc:
