@@ -18,15 +18,15 @@ import json
 import os
 import posixpath
 import re
-import shutil
-import signal
 import stat
-import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Union
+
+if TYPE_CHECKING:
+    import subprocess
 
 __all__ = [
     "DEFAULT_COMMAND_TIMEOUT",
@@ -358,8 +358,10 @@ class LocalHost(Host):
         argv = list(argv)
         if not argv:
             raise ValueError("run() needs a program")
-        if shutil.which(argv[0]) is None:
+        if not _on_path(argv[0]):
             raise FileNotFoundError(f"{argv[0]}: not found on PATH")
+        import subprocess  # only where a vendor command is installed: most families find none
+
         limit = DEFAULT_COMMAND_TIMEOUT if timeout is None else timeout
         process = subprocess.Popen(
             argv,
@@ -392,6 +394,8 @@ class LocalHost(Host):
             return True
 
     def probe(self, function: ProbeFunction, *args: Any, timeout: Optional[float] = None) -> Any:
+        import subprocess
+
         limit = DEFAULT_PROBE_TIMEOUT if timeout is None else timeout
         request = json.dumps(
             {
@@ -431,12 +435,26 @@ class LocalHost(Host):
         return reply["result"]
 
 
+def _on_path(program: str) -> bool:
+    """Whether ``program`` is an executable file, on ``PATH`` unless it names a directory (what
+    ``shutil.which`` answers, without importing shutil and the compression modules it brings)."""
+    candidates = (
+        [program]
+        if os.sep in program
+        else [os.path.join(d or os.curdir, program) for d in os.get_exec_path()]
+    )
+    return any(os.path.isfile(c) and os.access(c, os.X_OK) for c in candidates)
+
+
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
     """Kill a timed-out child and whatever it started, then reap it.
 
     A descendant that left the process group (``setsid``) survives the kill and may hold the
     output pipes open for ever: after a short grace period, stop reading them rather than wait.
     """
+    import signal
+    import subprocess
+
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except OSError:

@@ -25,6 +25,7 @@ from .._version import VERSION
 from ..manager import AcceleratorManager
 from .calls import call_one
 from .records import LoadedPlugin, PluginInfo, Settings, warn
+from .sites import only_builtin_entry_points
 
 __all__ = [
     "BUILTIN_PLUGINS",
@@ -52,7 +53,10 @@ EntryPoints = Callable[[], Iterable[Any]]
 
 
 def installed_entry_points() -> list[Any]:
-    """The installed distributions' entry points of group ``accelkit``."""
+    """The installed distributions' entry points of group ``accelkit`` (none, without importing
+    ``importlib.metadata``, when only accelkit's own built-ins can be there)."""
+    if only_builtin_entry_points(hookspecs.ENTRY_POINT_GROUP, BUILTIN_PLUGINS):
+        return []
     from ..metadata import metadata
 
     return list(metadata.entry_points(group=hookspecs.ENTRY_POINT_GROUP))
