@@ -87,13 +87,16 @@ StepVisitor = Callable[[str, bool, bool], None]
 """Called by :func:`resolve_under` for each step: (machine path, is a symlink, more follows)."""
 
 
-def resolve_under(root: Path, path: str, visit: Optional[StepVisitor] = None) -> Optional[str]:
+def resolve_under(
+    root: Union[str, os.PathLike[str]], path: str, visit: Optional[StepVisitor] = None
+) -> Optional[str]:
     """Machine path ``path`` with its symlinks resolved as the machine would, inside ``root``.
 
     ``..`` and absolute link targets never leave ``root``; None after 40 links (a loop).
     ``visit`` sees every component on the way, links included (the snapshot recorder copies
     them as it goes).
     """
+    base_dir = os.fspath(root)
     parts = [p for p in path.split("/") if p and p != "."]
     done = "/"
     hops = 0
@@ -103,8 +106,8 @@ def resolve_under(root: Path, path: str, visit: Optional[StepVisitor] = None) ->
             done = posixpath.dirname(done.rstrip("/")) or "/"
             continue
         candidate = posixpath.join(done, part)
-        local = root / candidate.lstrip("/")
-        link = local.is_symlink()
+        local = os.path.join(base_dir, candidate.lstrip("/"))
+        link = os.path.islink(local)
         if visit is not None:
             visit(candidate, link, bool(parts))
         if link:
@@ -131,16 +134,21 @@ class Host:
 
     def __init__(self, root: Optional[Union[str, os.PathLike[str]]]) -> None:
         self.root: Optional[Path] = Path(root) if root is not None else None
+        self._root_text = "" if root is None else os.fspath(root)
 
     # -- files -----------------------------------------------------------------------------
-    def _local(self, path: str) -> Optional[Path]:
+    def _local(self, path: str) -> Optional[str]:
         """The local path of machine path ``path`` with symlinks resolved inside the root."""
         if self.root is None:
             return None
         if not path.startswith("/"):
             raise ValueError(f"host paths are absolute, got {path!r}")
         resolved = self._resolve(path)
-        return None if resolved is None else self.root / resolved.lstrip("/")
+        return None if resolved is None else self._local_text(resolved)
+
+    def _local_text(self, resolved: str) -> str:
+        """Where resolved machine path ``resolved`` is under the root."""
+        return os.path.join(self._root_text, resolved.lstrip("/"))
 
     def _resolve(self, path: str) -> Optional[str]:
         """Resolve symlinks of a machine path as the machine would, never leaving the root."""
@@ -176,12 +184,12 @@ class Host:
     def exists(self, path: str) -> bool:
         """Whether ``path`` exists (after symlinks)."""
         local = self._local(path)
-        return local is not None and local.exists()
+        return local is not None and os.path.exists(local)
 
     def is_dir(self, path: str) -> bool:
         """Whether ``path`` is a directory (after symlinks)."""
         local = self._local(path)
-        return local is not None and local.is_dir()
+        return local is not None and os.path.isdir(local)
 
     def listdir(self, path: str) -> list[str]:
         """Entry names of a directory in natural order; ``[]`` when it is missing."""
@@ -200,7 +208,7 @@ class Host:
         parent = self._resolve(posixpath.dirname(path) or "/")
         if parent is None:
             return None
-        local = self.root / parent.lstrip("/") / posixpath.basename(path)
+        local = posixpath.join(self._local_text(parent), posixpath.basename(path))
         try:
             return os.readlink(local)
         except OSError:
@@ -330,11 +338,11 @@ class LocalHost(Host):
     def __init__(self, root: Union[str, os.PathLike[str]] = "/") -> None:
         super().__init__(root)
 
-    def _local(self, path: str) -> Optional[Path]:
+    def _local(self, path: str) -> Optional[str]:
         if str(self.root) == "/":
             if not path.startswith("/"):
                 raise ValueError(f"host paths are absolute, got {path!r}")
-            return Path(path)
+            return path
         return super()._local(path)
 
     def realpath(self, path: str) -> Optional[str]:
@@ -496,7 +504,8 @@ class FakeHost(Host):
     ``commands``: keyed by program name (``"nvidia-smi"``) or by an argv prefix tuple
     (``("neuron-ls", "--json-output")``, longest prefix wins), valued as :data:`CommandSpec`.
     ``modules``: importable libraries by name; a value may be an exception to raise on import.
-    ``runs`` records every argv run, for tests that check what was asked.
+    ``runs`` records every argv run, for tests that check what was asked. The tree under
+    ``root`` is taken as fixed once read: each directory's symlinks are resolved once.
     """
 
     def __init__(
@@ -516,6 +525,25 @@ class FakeHost(Host):
             self._commands[prefix] = spec
         self._modules = dict(modules or {})
         self.runs: list[tuple[str, ...]] = []
+        self._resolved: dict[str, Optional[str]] = {}
+
+    def _resolve(self, path: str) -> Optional[str]:
+        """As the machine would, each path once and each directory through its own resolution:
+        walking every component of every path for symlinks was most of a warm detection."""
+        if path in self._resolved:
+            return self._resolved[path]
+        assert self.root is not None
+        parent, _, name = path.rstrip("/").rpartition("/")
+        if name in ("", ".", "..") or not parent:
+            resolved = resolve_under(self.root, path)
+        else:
+            base = self._resolve(parent)
+            candidate = None if base is None else posixpath.join(base, name)
+            if candidate is not None and os.path.islink(self._local_text(candidate)):
+                candidate = resolve_under(self.root, candidate)
+            resolved = candidate
+        self._resolved[path] = resolved
+        return resolved
 
     @property
     def env(self) -> Mapping[str, str]:
