@@ -25,6 +25,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Union
 
+from . import deadlines
+from .settings import Budgets
+
 if TYPE_CHECKING:
     import subprocess
 
@@ -42,11 +45,13 @@ __all__ = [
     "resolve_under",
 ]
 
-DEFAULT_COMMAND_TIMEOUT = 10.0
-"""Seconds a vendor command may take before it is killed and reported (``nvidia-smi`` can hang)."""
+DEFAULT_COMMAND_TIMEOUT = Budgets.command
+"""Seconds a vendor command may take before it is killed and reported (``nvidia-smi`` can hang),
+unless ``ACCELKIT_COMMAND_TIMEOUT`` says otherwise; never past a detection's deadline."""
 
-DEFAULT_PROBE_TIMEOUT = 20.0
-"""Seconds a library probe process may take (SYCL and ACL initialisation is slow, not endless)."""
+DEFAULT_PROBE_TIMEOUT = Budgets.probe
+"""Seconds a library probe process may take (SYCL and ACL initialisation is slow, not endless),
+unless ``ACCELKIT_PROBE_TIMEOUT`` says otherwise; never past a detection's deadline."""
 
 MAX_READ_BYTES = 1 << 20
 """Larger files are not device facts; reading stops there."""
@@ -61,7 +66,11 @@ class CommandResult(NamedTuple):
 
 
 class ProbeError(RuntimeError):
-    """A probe function raised, or its process died, in the probe process."""
+    """A probe function raised, or its process died (``crashed``), in the probe process."""
+
+    def __init__(self, message: str, *, crashed: bool = False) -> None:
+        super().__init__(message)
+        self.crashed = crashed
 
 
 ProbeFunction = Callable[..., Any]
@@ -247,7 +256,8 @@ class Host:
         """Run a program (no shell) and return its result, whatever its exit code.
 
         Raises ``FileNotFoundError`` when the program is not installed and ``TimeoutError`` when
-        it runs past ``timeout`` seconds (default :data:`DEFAULT_COMMAND_TIMEOUT`).
+        it runs past ``timeout`` seconds (default: the command budget, ``ACCELKIT_COMMAND_TIMEOUT``,
+        10), or past the running detection's deadline.
         """
         raise NotImplementedError
 
@@ -268,8 +278,9 @@ class Host:
 
         For libraries that can block or are not fork-safe (dpctl, acl, habana). ``function`` must
         be a module-level function returning plain JSON data. Raises ``ImportError`` when the
-        library is not installed, ``TimeoutError`` after ``timeout`` seconds (default
-        :data:`DEFAULT_PROBE_TIMEOUT`) and :class:`ProbeError` when the function raises.
+        library is not installed, ``TimeoutError`` after ``timeout`` seconds (default: the probe
+        budget, ``ACCELKIT_PROBE_TIMEOUT``, 20; never past the running detection's deadline) and
+        :class:`ProbeError` when the function raises or the process dies.
         """
         raise NotImplementedError
 
@@ -370,7 +381,7 @@ class LocalHost(Host):
             raise FileNotFoundError(f"{argv[0]}: not found on PATH")
         import subprocess  # only where a vendor command is installed: most families find none
 
-        limit = DEFAULT_COMMAND_TIMEOUT if timeout is None else timeout
+        limit = deadlines.limit(timeout, "command", os.environ)
         process = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -404,7 +415,7 @@ class LocalHost(Host):
     def probe(self, function: ProbeFunction, *args: Any, timeout: Optional[float] = None) -> Any:
         import subprocess
 
-        limit = DEFAULT_PROBE_TIMEOUT if timeout is None else timeout
+        limit = deadlines.limit(timeout, "probe", os.environ)
         request = json.dumps(
             {
                 "path": sys.path,
@@ -434,7 +445,8 @@ class LocalHost(Host):
         except (IndexError, ValueError):
             tail = err.decode("utf-8", "replace").strip()[-500:]
             raise ProbeError(
-                f"probe process exited with code {process.returncode} without an answer: {tail}"
+                f"probe process exited with code {process.returncode} without an answer: {tail}",
+                crashed=True,
             ) from None
         if "missing" in reply:
             raise ModuleNotFoundError(reply["missing"])

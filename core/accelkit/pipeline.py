@@ -49,10 +49,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from . import deadlines
 from .device import Device
 from .diagnostics import Diagnostic, collecting, note
 from .errors import ConfigurationError, InvalidRequest
@@ -61,6 +65,7 @@ from .manager import ACCELERATOR_TYPE_PREFIX, AcceleratorManager
 from .node import Node
 from .quantities import UNIT, from_units, to_units
 from .registry import Registry, resolve
+from .settings import DETECT_TIMEOUT_VAR, Budgets
 from .visibility import join_ids
 
 __all__ = [
@@ -123,6 +128,7 @@ class _Detection:
 
     registry: Registry
     env: Mapping[str, str]
+    budgets: Budgets
     label_prefix: str
     families: list[_Family]
     wanted: dict[str, _Override]
@@ -162,6 +168,7 @@ def detect_node(
     state = _Detection(
         registry=plugins,
         env=env,
+        budgets=Budgets.from_env(os.environ),
         label_prefix=label_prefix,
         families=[_Family(m, HostView(host, _declared(m))) for m in managers],
         wanted=wanted,
@@ -195,10 +202,66 @@ def _noting(family: str, sink: list[Diagnostic]) -> Iterator[None]:
 
 # -- the steps ---------------------------------------------------------------------------------
 def _step_detect(state: _Detection) -> None:
-    """Run each family's ``detect()``; a family that raises or times out finds nothing."""
-    for family in state.families:
-        with state.noting(family):
-            family.devices = _detect(family.manager, family.host)
+    """Run every family's ``detect()`` at once, each in its own thread, and wait for each until
+    the detection's deadline: a family that raises, or has not answered by then, finds nothing,
+    and the others still answer (a hung ``detect()`` cannot be killed; its thread is left, and
+    the family is not detected again while it runs)."""
+    with deadlines.clock(state.budgets) as running:
+        started = [_FamilyRun(family) for family in state.families]
+        for run in started:
+            run.start()
+        for run in started:
+            state.diagnostics.extend(run.finish(running))
+    names = [family.manager.name for family in state.families]
+    errors = [d for d in state.diagnostics if d.level == "error"]
+    state.registry.record_problems(
+        {name: [d.message for d in errors if d.family == name] for name in names}
+    )
+
+
+class _FamilyRun:
+    """One family's ``detect()`` in its own thread, and what came of it."""
+
+    def __init__(self, family: _Family) -> None:
+        self.family = family
+        self.notes: list[Diagnostic] = []
+        self.devices: Optional[list[Device]] = None
+        self.thread: Optional[threading.Thread] = None
+        self.began = 0.0
+        self.refused = deadlines.running(self._key)
+
+    @property
+    def _key(self) -> tuple[str, int]:
+        return ("detect", id(self.family.manager))
+
+    def start(self) -> None:
+        if self.refused is None:
+            self.began = time.monotonic()
+            self.thread = deadlines.start(self._work, f"accelkit: {self.family.manager.name}")
+
+    def _work(self) -> None:
+        with collecting(self.family.manager.name) as notes:
+            self.notes = notes
+            self.devices = _detect(self.family.manager, self.family.host)
+
+    def finish(self, running: deadlines.Clock) -> list[Diagnostic]:
+        """Wait for the family until the deadline; its devices set, its findings returned."""
+        name = self.family.manager.name
+        if self.thread is None:
+            self.family.devices = []
+            return [Diagnostic(name, "error", f"detection skipped: {self.refused}")]
+        self.thread.join(running.remaining())
+        if not self.thread.is_alive() and self.devices is not None:
+            self.family.devices = self.devices
+            return list(self.notes)
+        self.family.devices = []
+        if self.thread.is_alive():
+            deadlines.remember(self._key, f"{name} detect()", self.began, self.thread)
+            budget = running.budgets.detection
+            cut = f"detect() did not finish within {budget:g}s ({DETECT_TIMEOUT_VAR}); no devices"
+        else:  # it raised past _detect's guard: a BaseException such as SystemExit
+            cut = "detect() stopped without an answer; no devices"
+        return [*self.notes, Diagnostic(name, "error", cut)]
 
 
 def _step_partitions(state: _Detection) -> None:

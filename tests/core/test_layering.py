@@ -30,6 +30,7 @@ LAYERS = {
     "_version": 0,
     # 1: the machine and the numbers
     "host": 1,
+    "deadlines": 1,
     "quantities": 1,
     "placement": 1,
     # 2: the contract, the node record and the shared detection helpers: all a plugin imports

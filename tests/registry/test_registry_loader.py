@@ -490,6 +490,7 @@ def test_plugin_info_is_json_ready_and_frozen(site: FakeSite) -> None:
         "status": "ok",
         "error": None,
         "families": ["nvidia"],
+        "problems": [],
     }
     with pytest.raises(AttributeError):
         info.status = "error"  # type: ignore[misc]

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Optional
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Optional, TypeVar
 
+from .. import deadlines
+from ..diagnostics import note
 from ..host import Host
 from ._layers import import_library, normalise_bus_id
 
@@ -29,6 +31,7 @@ __all__ = [
     "type_label",
 ]
 
+T = TypeVar("T")
 _TRADEMARKS = re.compile(r"\((?:R|TM|C)\)|[®™]", re.IGNORECASE)
 _NOT_LABEL = re.compile(r"[^A-Za-z0-9.]+")
 
@@ -40,17 +43,27 @@ def library_session(host: Host, name: str, init: str, shutdown: str) -> Iterator
     NVML (``nvmlInit``/``nvmlShutdown``) and amdsmi (``amdsmi_init``/``amdsmi_shut_down``) hold
     driver handles until shut down, also when reading a device fails half-way. Yields None (with a
     note) when the library is not installed; an ``init`` that raises propagates, so the detection
-    layer reports it and the next layer answers.
+    layer reports it and the next layer answers. The import, ``init`` and ``shutdown`` may each
+    take the library budget (``ACCELKIT_LIBRARY_TIMEOUT``): one that blocks (a hung driver) raises
+    ``TimeoutError``, and a shutdown that blocks is only noted, keeping what the block found.
     """
-    library = import_library(host, name)
+    library = _bounded(lambda: import_library(host, name), f"import {name}", ("import", name))
     if library is None:
         yield None
         return
-    getattr(library, init)()
+    _bounded(getattr(library, init), f"{name}.{init}()", (id(library), init))
     try:
         yield library
     finally:
-        getattr(library, shutdown)()
+        try:
+            _bounded(getattr(library, shutdown), f"{name}.{shutdown}()", (id(library), shutdown))
+        except TimeoutError as exc:
+            note(f"{exc}; what the library said is kept", "error")
+
+
+def _bounded(function: Callable[[], T], what: str, key: Hashable) -> T:
+    """``function()`` within the library budget (:func:`accelkit.deadlines.call_within`)."""
+    return deadlines.call_within(function, deadlines.limit(None, "library"), what, key)
 
 
 def parse_int(value: object) -> Optional[int]:

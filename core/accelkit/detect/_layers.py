@@ -62,6 +62,9 @@ def detect_layers(host: Host, *layers: tuple[str, Layer]) -> list[Device]:
     for source, layer in layers:
         try:
             devices = layer(host)
+        except TimeoutError as exc:  # a hung library: cut at its budget, the next layer answers
+            note(f"{source} layer timed out: {exc}", "error")
+            continue
         except Exception as exc:  # a broken layer must not hide the next one
             note(f"{source} layer failed: {type(exc).__name__}: {exc}", "warning")
             continue
@@ -142,7 +145,7 @@ def call_probe(
         note(f"probe {what} timed out: {exc}", "error")
         return None
     except ProbeError as exc:
-        note(f"probe {what} failed: {exc}", "warning")
+        note(f"probe {what} failed: {exc}", "error" if exc.crashed else "warning")
         return None
     if not isinstance(found, expect):
         shown = repr(found)[:120]

@@ -1,0 +1,131 @@
+"""One detection's clock: the budgets in force, one deadline, and calls that may block cut at it.
+
+A vendor command is killed at its budget and a probe process too, but an in-process library call
+(a hung ``nvmlInit``, ``amdsmi_init``) or a third-party ``detect()`` cannot be killed: it runs in a
+daemon thread that the caller stops waiting for when its budget runs out. The thread is left to
+finish on its own; while it has not, the same call is not started again (a scheduler detecting
+every minute must not pile up hung threads): :func:`running` says so.
+
+Node detection opens a :func:`clock`; under it every budget is also cut at the detection's
+deadline, so however many families hang, detection returns by its deadline. Node detection reads
+the budgets from the ``ACCELKIT_*_TIMEOUT`` variables (:class:`~accelkit.settings.Budgets`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+import time
+from collections.abc import Hashable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Callable, Literal, Optional, TypeVar
+
+from .settings import Budgets
+
+__all__ = ["Clock", "call_within", "clock", "limit", "remember", "running", "start"]
+
+T = TypeVar("T")
+Kind = Literal["command", "probe", "library"]
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The budgets of one detection and its deadline (``time.monotonic()`` seconds)."""
+
+    budgets: Budgets
+    deadline: float
+
+    def remaining(self) -> float:
+        """Seconds left before the deadline, never negative."""
+        return max(0.0, self.deadline - time.monotonic())
+
+
+_current: contextvars.ContextVar[Optional[Clock]] = contextvars.ContextVar(
+    "accelkit_detection_clock", default=None
+)
+
+
+@contextlib.contextmanager
+def clock(given: Budgets) -> Iterator[Clock]:
+    """Run the block as one detection: its deadline is ``given.detection`` seconds from now."""
+    started = Clock(given, time.monotonic() + given.detection)
+    token = _current.set(started)
+    try:
+        yield started
+    finally:
+        _current.reset(token)
+
+
+def limit(requested: Optional[float], kind: Kind, env: Optional[Mapping[str, str]] = None) -> float:
+    """Seconds a ``kind`` of call may take: ``requested``, else the budget of its kind, and
+    never past the running detection's deadline. Outside a detection the budgets are read from
+    ``env`` (the defaults when None)."""
+    running = _current.get()
+    if running is not None:
+        given = running.budgets
+    else:
+        given = Budgets() if env is None else Budgets.from_env(env)
+    spend = requested if requested is not None else getattr(given, kind)
+    return spend if running is None else min(spend, running.remaining())
+
+
+def start(function: Callable[[], None], name: str) -> threading.Thread:
+    """``function`` in a new daemon thread, in a copy of this context (so notes and the clock
+    follow it); a daemon, so a call that never returns never keeps the process alive."""
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(function,), name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+_lock = threading.Lock()
+_running: dict[Hashable, tuple[str, float, threading.Thread]] = {}
+
+
+def call_within(function: Callable[[], T], seconds: float, what: str, key: Hashable) -> T:
+    """``function()``, or ``TimeoutError`` naming ``what`` when it has not returned after
+    ``seconds``; its exception is raised here. While an earlier call under ``key`` is still
+    running, ``TimeoutError`` at once instead of a second call."""
+    busy = running(key)
+    if busy is not None:
+        raise TimeoutError(f"{busy}; not called again")
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = function()
+        except BaseException as exc:  # carried to the caller, who decides
+            outcome["error"] = exc
+
+    began = time.monotonic()
+    thread = start(run, f"accelkit: {what}")
+    thread.join(seconds)
+    if thread.is_alive():
+        remember(key, what, began, thread)
+        raise TimeoutError(f"{what} did not return within {seconds:g}s")
+    error = outcome.get("error")
+    if isinstance(error, BaseException):
+        raise error
+    return outcome["value"]  # type: ignore[return-value]
+
+
+def remember(key: Hashable, what: str, since: float, thread: threading.Thread) -> None:
+    """Keep a thread its caller stopped waiting for, so that :func:`running` refuses a second
+    call under ``key`` while it runs."""
+    with _lock:
+        _running[key] = (what, since, thread)
+
+
+def running(key: Hashable) -> Optional[str]:
+    """Why the call under ``key`` must not start again (its earlier call is still running), or
+    None."""
+    with _lock:
+        earlier = _running.get(key)
+        if earlier is None:
+            return None
+        if not earlier[2].is_alive():
+            del _running[key]
+            return None
+    what, since, _ = earlier
+    return f"{what} has not returned from an earlier call ({time.monotonic() - since:.0f}s ago)"
