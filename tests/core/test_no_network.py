@@ -16,15 +16,7 @@ from accelkit import detect_node, load_snapshot, registry
 
 NODES = sorted((Path(__file__).resolve().parents[2] / "examples" / "nodes").iterdir())
 NETWORK_EVENTS = frozenset(
-    {
-        "socket.connect",
-        "socket.getaddrinfo",
-        "socket.gethostbyname",
-        "socket.gethostbyaddr",
-        "socket.getnameinfo",
-        "socket.sendto",
-        "socket.sendmsg",
-    }
+    {"socket.connect", "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr"}
 )
 _attempts: list[tuple[str, str]] = []
 _armed = [False]

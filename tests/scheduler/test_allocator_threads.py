@@ -6,7 +6,7 @@ import json
 import random
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -32,6 +32,24 @@ def busy_switching() -> Iterator[None]:
     sys.setswitchinterval(1e-6)
     yield
     sys.setswitchinterval(before)
+
+
+def in_threads(work: Callable[[random.Random], None], count: int = 8) -> list[str]:
+    """``work`` in ``count`` threads at once, each with its own seeded random; their errors."""
+    errors: list[str] = []
+
+    def worker(seed: int) -> None:
+        try:
+            work(random.Random(seed))
+        except Exception as error:  # a thread's exception would otherwise only be printed
+            errors.append(f"thread {seed}: {error!r}")
+
+    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
 
 
 def test_threads_share_one_allocator(busy_switching: None) -> None:
@@ -62,17 +80,7 @@ def test_threads_share_one_allocator(busy_switching: None) -> None:
                     usage[name] -= units
             alloc.release(grant)
 
-    def worker(seed: int) -> None:
-        try:
-            work(random.Random(seed))
-        except Exception as error:  # a thread's exception would otherwise only be printed
-            errors.append(f"thread {seed}: {error!r}")
-
-    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    errors.extend(in_threads(work))
     assert errors == []
     assert granted[0] > 0
     assert alloc.available() == {"GPU": 4.0, "custom": 2.0}
@@ -86,29 +94,19 @@ def test_threads_keeping_grants_leave_an_exact_ledger(busy_switching: None) -> N
     alloc = Allocator(node)
     kept: list[Any] = []
     guard = threading.Lock()
-    errors: list[str] = []
 
-    def worker(seed: int) -> None:
-        rng = random.Random(seed)
-        try:
-            for _ in range(400):
-                grant = alloc.acquire(rng.choice(REQUESTS))
-                if grant is None:
-                    continue
-                if rng.random() < 0.1:
-                    with guard:
-                        kept.append(grant)
-                else:
-                    alloc.release(grant)
-        except Exception as error:  # a thread's exception would otherwise only be printed
-            errors.append(f"thread {seed}: {error!r}")
+    def work(rng: random.Random) -> None:
+        for _ in range(400):
+            grant = alloc.acquire(rng.choice(REQUESTS))
+            if grant is None:
+                continue
+            if rng.random() < 0.1:
+                with guard:
+                    kept.append(grant)
+            else:
+                alloc.release(grant)
 
-    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    assert in_threads(work) == []
     assert kept
     live = sorted(json.dumps(g.to_dict(), sort_keys=True) for g in alloc.grants())
     assert live == sorted(json.dumps(g.to_dict(), sort_keys=True) for g in kept)
