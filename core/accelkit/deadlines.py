@@ -13,17 +13,29 @@ the budgets from the ``ACCELKIT_*_TIMEOUT`` variables (:class:`~accelkit.setting
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import threading
 import time
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Callable, Literal, Optional, TypeVar
 
 from .settings import Budgets
 
-__all__ = ["Clock", "call_within", "clock", "limit", "remember", "running", "start"]
+__all__ = [
+    "SPREAD_AFTER",
+    "Clock",
+    "Task",
+    "call_within",
+    "clock",
+    "limit",
+    "remember",
+    "run_all",
+    "running",
+    "start",
+]
 
 T = TypeVar("T")
 Kind = Literal["command", "probe", "library"]
@@ -77,6 +89,53 @@ def start(function: Callable[[], None], name: str) -> threading.Thread:
     thread = threading.Thread(target=context.run, args=(function,), name=name, daemon=True)
     thread.start()
     return thread
+
+
+class Task:
+    """One call :func:`run_all` makes; after it, whether it finished, or which thread still runs
+    it and since when (``thread`` None: it never started)."""
+
+    def __init__(self, function: Callable[[], None], name: str) -> None:
+        self.function = function
+        self.name = name
+        self.finished = threading.Event()
+        self.thread: Optional[threading.Thread] = None
+        self.began = 0.0
+
+
+SPREAD_AFTER = 0.05
+"""Seconds the tasks may queue behind a slow one before another worker thread takes them."""
+
+
+def run_all(tasks: Sequence[Task], running: Clock) -> None:
+    """Run ``tasks`` in order on daemon worker threads, waiting until all finish or the deadline.
+
+    One worker runs them one after another (a thread per task costs more than most detections);
+    while tasks are left waiting behind a slow one, another worker starts every
+    :data:`SPREAD_AFTER` seconds, so a task that never returns holds up only itself.
+    """
+    waiting = collections.deque(tasks)
+    taking = threading.Lock()
+
+    def work() -> None:
+        while True:
+            with taking:
+                if not waiting:
+                    return
+                task = waiting.popleft()
+                task.thread, task.began = threading.current_thread(), time.monotonic()
+            try:
+                task.function()
+            finally:
+                task.finished.set()
+
+    start(work, "accelkit: detection")
+    for task in tasks:
+        while not task.finished.wait(min(SPREAD_AFTER, running.remaining())):
+            if running.remaining() <= 0:
+                return
+            if waiting:
+                start(work, "accelkit: detection")
 
 
 _lock = threading.Lock()

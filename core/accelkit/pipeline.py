@@ -50,8 +50,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import threading
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
@@ -202,15 +200,14 @@ def _noting(family: str, sink: list[Diagnostic]) -> Iterator[None]:
 
 # -- the steps ---------------------------------------------------------------------------------
 def _step_detect(state: _Detection) -> None:
-    """Run every family's ``detect()`` at once, each in its own thread, and wait for each until
-    the detection's deadline: a family that raises, or has not answered by then, finds nothing,
-    and the others still answer (a hung ``detect()`` cannot be killed; its thread is left, and
-    the family is not detected again while it runs)."""
+    """Run every family's ``detect()`` off this thread and wait until the detection's deadline:
+    a family that raises, or has not answered by then, finds nothing, and the others still
+    answer (a hung ``detect()`` cannot be killed; its thread is left, and the family is not
+    detected again while it runs)."""
     with deadlines.clock(state.budgets) as running:
-        started = [_FamilyRun(family) for family in state.families]
-        for run in started:
-            run.start()
-        for run in started:
+        runs = [_FamilyRun(family) for family in state.families]
+        deadlines.run_all([run.task for run in runs if run.refused is None], running)
+        for run in runs:
             state.diagnostics.extend(run.finish(running))
     names = [family.manager.name for family in state.families]
     errors = [d for d in state.diagnostics if d.level == "error"]
@@ -220,24 +217,15 @@ def _step_detect(state: _Detection) -> None:
 
 
 class _FamilyRun:
-    """One family's ``detect()`` in its own thread, and what came of it."""
+    """One family's ``detect()`` as a task off the calling thread, and what came of it."""
 
     def __init__(self, family: _Family) -> None:
         self.family = family
         self.notes: list[Diagnostic] = []
         self.devices: Optional[list[Device]] = None
-        self.thread: Optional[threading.Thread] = None
-        self.began = 0.0
-        self.refused = deadlines.running(self._key)
-
-    @property
-    def _key(self) -> tuple[str, int]:
-        return ("detect", id(self.family.manager))
-
-    def start(self) -> None:
-        if self.refused is None:
-            self.began = time.monotonic()
-            self.thread = deadlines.start(self._work, f"accelkit: {self.family.manager.name}")
+        self.key = ("detect", id(family.manager))
+        self.refused = deadlines.running(self.key)
+        self.task = deadlines.Task(self._work, f"{family.manager.name} detect()")
 
     def _work(self) -> None:
         with collecting(self.family.manager.name) as notes:
@@ -245,22 +233,20 @@ class _FamilyRun:
             self.devices = _detect(self.family.manager, self.family.host)
 
     def finish(self, running: deadlines.Clock) -> list[Diagnostic]:
-        """Wait for the family until the deadline; its devices set, its findings returned."""
-        name = self.family.manager.name
-        if self.thread is None:
-            self.family.devices = []
+        """The family's devices set from its task; its findings returned."""
+        name, task = self.family.manager.name, self.task
+        self.family.devices = []
+        if self.refused is not None:
             return [Diagnostic(name, "error", f"detection skipped: {self.refused}")]
-        self.thread.join(running.remaining())
-        if not self.thread.is_alive() and self.devices is not None:
+        if task.finished.is_set():
+            if self.devices is None:  # a BaseException (SystemExit) got past _detect's guard
+                return [*self.notes, Diagnostic(name, "error", "detect() stopped, no answer")]
             self.family.devices = self.devices
             return list(self.notes)
-        self.family.devices = []
-        if self.thread.is_alive():
-            deadlines.remember(self._key, f"{name} detect()", self.began, self.thread)
-            budget = running.budgets.detection
-            cut = f"detect() did not finish within {budget:g}s ({DETECT_TIMEOUT_VAR}); no devices"
-        else:  # it raised past _detect's guard: a BaseException such as SystemExit
-            cut = "detect() stopped without an answer; no devices"
+        if task.thread is not None:
+            deadlines.remember(self.key, task.name, task.began, task.thread)
+        budget = f"{running.budgets.detection:g}s ({DETECT_TIMEOUT_VAR})"
+        cut = f"detect() did not finish within {budget}; no devices"
         return [*self.notes, Diagnostic(name, "error", cut)]
 
 
