@@ -42,7 +42,9 @@ type label, each manager's ``additional_resources``, plain-capacity overrides) a
 (``<prefix>accelerator-type``, ``<prefix><family>.count``, ``<prefix><family>.type``,
 ``<prefix><family>.<key>`` for each manager label, then the ``accelkit_node_labels`` hook) are
 computed from what is left. A family whose ``detect`` raises or times out becomes an error
-diagnostic; the other families still answer. The same host always gives an equal node.
+diagnostic; the other families still answer. ``detect()`` runs off the calling thread, and
+detection returns by one deadline (``ACCELKIT_DETECT_TIMEOUT``) however many families hang
+(:mod:`accelkit.deadlines`). The same host always gives an equal node.
 """
 
 from __future__ import annotations
