@@ -67,3 +67,14 @@ def test_builtins_alone_never_import_importlib_metadata() -> None:
     loaded = set(json.loads(result.stdout))
     assert "accelkit.registry" in loaded
     assert not {"importlib.metadata", "importlib_metadata", "email"} & loaded
+
+
+def test_import_accelkit_imports_little_beyond_a_bare_interpreter() -> None:
+    """``import accelkit`` costs about what a bare interpreter does: not even ``typing`` (which
+    brings ``re``, ``functools`` and ``collections`` with it)."""
+    script = "import json, sys\nbare = set(sys.modules)\nimport accelkit\n"
+    script += "print(json.dumps(sorted(set(sys.modules) - bare)))\n"
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    added = set(json.loads(result.stdout))
+    assert added <= {"accelkit", "accelkit._lazy", "importlib"}, added
