@@ -21,7 +21,6 @@ import re
 import stat
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Union
 
@@ -30,6 +29,7 @@ from .settings import Budgets
 
 if TYPE_CHECKING:
     import subprocess
+    from pathlib import Path
 
 __all__ = [
     "DEFAULT_COMMAND_TIMEOUT",
@@ -142,13 +142,22 @@ class Host:
     """
 
     def __init__(self, root: Optional[Union[str, os.PathLike[str]]]) -> None:
-        self.root: Optional[Path] = Path(root) if root is not None else None
-        self._root_text = "" if root is None else os.fspath(root)
+        self._root_text: Optional[str] = None if root is None else os.fspath(root)
+
+    @property
+    def root(self) -> Optional[Path]:
+        """The directory standing for ``/`` (None: no files); paths are kept as text inside, so
+        detecting on this machine never imports ``pathlib``."""
+        if self._root_text is None:
+            return None
+        from pathlib import Path
+
+        return Path(self._root_text)
 
     # -- files -----------------------------------------------------------------------------
     def _local(self, path: str) -> Optional[str]:
         """The local path of machine path ``path`` with symlinks resolved inside the root."""
-        if self.root is None:
+        if self._root_text is None:
             return None
         if not path.startswith("/"):
             raise ValueError(f"host paths are absolute, got {path!r}")
@@ -157,16 +166,17 @@ class Host:
 
     def _local_text(self, resolved: str) -> str:
         """Where resolved machine path ``resolved`` is under the root."""
+        assert self._root_text is not None
         return os.path.join(self._root_text, resolved.lstrip("/"))
 
     def _resolve(self, path: str) -> Optional[str]:
         """Resolve symlinks of a machine path as the machine would, never leaving the root."""
-        assert self.root is not None
-        return resolve_under(self.root, path)
+        assert self._root_text is not None
+        return resolve_under(self._root_text, path)
 
     def realpath(self, path: str) -> Optional[str]:
         """``path`` with every symlink resolved, as a machine path; None when the root is empty."""
-        if self.root is None:
+        if self._root_text is None:
             return None
         return self._resolve(path)
 
@@ -212,7 +222,7 @@ class Host:
 
     def readlink(self, path: str) -> Optional[str]:
         """The target of symlink ``path`` as written (for driver links), or None."""
-        if self.root is None:
+        if self._root_text is None:
             return None
         parent = self._resolve(posixpath.dirname(path) or "/")
         if parent is None:
@@ -300,7 +310,7 @@ class HostView(Host):
     """
 
     def __init__(self, inner: Host, env_names: Iterable[str]) -> None:
-        super().__init__(inner.root)
+        super().__init__(inner._root_text)
         self.inner = inner
         environment = inner.env
         self._env = {name: environment[name] for name in env_names if name in environment}
@@ -350,19 +360,19 @@ class LocalHost(Host):
         super().__init__(root)
 
     def _local(self, path: str) -> Optional[str]:
-        if str(self.root) == "/":
+        if self._root_text == "/":
             if not path.startswith("/"):
                 raise ValueError(f"host paths are absolute, got {path!r}")
             return path
         return super()._local(path)
 
     def realpath(self, path: str) -> Optional[str]:
-        if str(self.root) == "/":
+        if self._root_text == "/":
             return os.path.realpath(path)
         return super().realpath(path)
 
     def readlink(self, path: str) -> Optional[str]:
-        if str(self.root) == "/":
+        if self._root_text == "/":
             try:
                 return os.readlink(path)
             except OSError:
@@ -544,15 +554,15 @@ class FakeHost(Host):
         walking every component of every path for symlinks was most of a warm detection."""
         if path in self._resolved:
             return self._resolved[path]
-        assert self.root is not None
+        assert self._root_text is not None
         parent, _, name = path.rstrip("/").rpartition("/")
         if name in ("", ".", "..") or not parent:
-            resolved = resolve_under(self.root, path)
+            resolved = resolve_under(self._root_text, path)
         else:
             base = self._resolve(parent)
             candidate = None if base is None else posixpath.join(base, name)
             if candidate is not None and os.path.islink(self._local_text(candidate)):
-                candidate = resolve_under(self.root, candidate)
+                candidate = resolve_under(self._root_text, candidate)
             resolved = candidate
         self._resolved[path] = resolved
         return resolved
