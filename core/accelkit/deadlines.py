@@ -115,7 +115,9 @@ def run_all(tasks: Sequence[Task], running: Clock) -> None:
     :data:`SPREAD_AFTER` seconds, so a task that never returns holds up only itself.
     """
     waiting = collections.deque(tasks)
+    unfinished = [len(tasks)]
     taking = threading.Lock()
+    all_finished = threading.Event()
 
     def work() -> None:
         while True:
@@ -128,14 +130,19 @@ def run_all(tasks: Sequence[Task], running: Clock) -> None:
                 task.function()
             finally:
                 task.finished.set()
+                with taking:
+                    unfinished[0] -= 1
+                    if not unfinished[0]:
+                        all_finished.set()
 
+    if not tasks:
+        return
     start(work, "accelkit: detection")
-    for task in tasks:
-        while not task.finished.wait(min(SPREAD_AFTER, running.remaining())):
-            if running.remaining() <= 0:
-                return
-            if waiting:
-                start(work, "accelkit: detection")
+    while not all_finished.wait(min(SPREAD_AFTER, running.remaining())):
+        if running.remaining() <= 0:
+            return
+        if waiting:
+            start(work, "accelkit: detection")
 
 
 _lock = threading.Lock()
