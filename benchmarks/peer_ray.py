@@ -14,7 +14,9 @@ compares two figures of the same run:
 - ``import``: ``import accelkit`` / ``import ray``;
 - ``import+detect``: ``import accelkit; accelkit.detect_node()`` / what ``ray start`` runs to
   find the node's accelerators (``ResourceAndLabelSpec().resolve(is_head=True)``);
-- ``ls --json``: the ``accelkit ls --json`` command / the same Ray detection printed as JSON.
+- ``ls --json``: the ``accelkit ls --json`` command / the same Ray detection printed as JSON;
+- ``floor``: importing the standard modules and pluggy that accelkit's code is written with
+  (:data:`FLOOR`), so the report shows how much of a ratio is accelkit's own.
 
 Then, for every example node in ``examples/nodes``: ``accelkit ls --json --host NODE`` as a
 process against ``bare``, and a warm in-process ``detect_node(load_snapshot(NODE))`` against
@@ -51,6 +53,13 @@ RAY_LS = RAY_DETECT + "print(json.dumps(spec.to_resource_dict(), indent=2))\n"
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 """The children write bytecode as an installed program does (a wheel install compiles it): the
 warm-up run of each command leaves it, so no measured run pays for compiling."""
+
+FLOOR = (
+    "import argparse, dataclasses, enum, json, re, threading, typing, pluggy\n"
+    "argparse.ArgumentParser().add_argument('--json', action='store_true')\n"
+)
+"""What any command built on argparse, dataclasses, typing, json, regular expressions and pluggy
+imports (argparse's first argument loads its help formatter): accelkit's own cost is above it."""
 
 TARGETS = (  # (what, figure, at most)
     ("accelkit ls --json / bare (time)", "ls_time", 2.5),
@@ -119,6 +128,7 @@ def process_figures(rounds: int) -> dict[str, Sample]:
             "ray import+detect": [python, "-c", RAY_DETECT],
             "accelkit ls --json": [accelkit, "ls", "--json"],
             "ray ls --json": [python, "-c", RAY_LS],
+            "floor": [python, "-c", FLOOR],
         },
         rounds,
     )
@@ -194,6 +204,12 @@ def report(rounds: int, node_rounds: int) -> None:
     for what, key, limit in TARGETS:
         verdict = "met" if checked[key] <= limit else "NOT met"
         print(f"  {what}: {checked[key]:.2f} (at most {limit}): {verdict}")
+    floor = figures["floor"].seconds
+    print(
+        f"  floor: importing argparse, dataclasses, enum, json, re, threading, typing and pluggy "
+        f"alone takes {floor * 1e3:.1f} ms, {floor / bare.seconds:.2f}x bare; "
+        f"accelkit ls --json is {figures['accelkit ls --json'].seconds / floor:.2f}x that"
+    )
 
 
 def in_loopback_namespace(argv: list[str]) -> None:

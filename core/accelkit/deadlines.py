@@ -19,7 +19,6 @@ import contextvars
 import threading
 import time
 from collections.abc import Hashable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Callable, Literal, Optional, TypeVar
 
 from .settings import Budgets
@@ -41,12 +40,14 @@ T = TypeVar("T")
 Kind = Literal["command", "probe", "library"]
 
 
-@dataclass(frozen=True)
 class Clock:
     """The budgets of one detection and its deadline (``time.monotonic()`` seconds)."""
 
-    budgets: Budgets
-    deadline: float
+    __slots__ = ("budgets", "deadline")
+
+    def __init__(self, budgets: Budgets, deadline: float) -> None:
+        self.budgets = budgets
+        self.deadline = deadline
 
     def remaining(self) -> float:
         """Seconds left before the deadline, never negative."""

@@ -45,11 +45,11 @@ __all__ = [
     "resolve_under",
 ]
 
-DEFAULT_COMMAND_TIMEOUT = Budgets.command
+DEFAULT_COMMAND_TIMEOUT = Budgets().command
 """Seconds a vendor command may take before it is killed and reported (``nvidia-smi`` can hang),
 unless ``ACCELKIT_COMMAND_TIMEOUT`` says otherwise; never past a detection's deadline."""
 
-DEFAULT_PROBE_TIMEOUT = Budgets.probe
+DEFAULT_PROBE_TIMEOUT = Budgets().probe
 """Seconds a library probe process may take (SYCL and ACL initialisation is slow, not endless),
 unless ``ACCELKIT_PROBE_TIMEOUT`` says otherwise; never past a detection's deadline."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .errors import ConfigurationError
 
@@ -73,8 +73,7 @@ def seconds(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
-@dataclass(frozen=True)
-class Budgets:
+class Budgets(NamedTuple):
     """How long each thing detection waits for may take, in seconds, before it is cut and
     reported; the other families still answer.
 
@@ -84,7 +83,8 @@ class Budgets:
     in-process vendor library such as NVML or amdsmi (``ACCELKIT_LIBRARY_TIMEOUT``, default 10).
     ``detection``: the whole of one node detection, every family at once
     (``ACCELKIT_DETECT_TIMEOUT``, default 30): a family that has not answered by then is left out,
-    however many hang, and nothing started for it outlives the deadline's budget.
+    however many hang, and nothing started for it outlives the deadline's budget. (A named
+    tuple: a dataclass costs ``import accelkit.host`` a fifth of a millisecond more.)
     """
 
     command: float = 10.0
@@ -95,9 +95,10 @@ class Budgets:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Budgets:
         """The budgets the ``ACCELKIT_*_TIMEOUT`` variables in ``env`` set; bad values raise."""
+        default = cls()
         return cls(
-            command=seconds(env, COMMAND_TIMEOUT_VAR, cls.command),
-            probe=seconds(env, PROBE_TIMEOUT_VAR, cls.probe),
-            library=seconds(env, LIBRARY_TIMEOUT_VAR, cls.library),
-            detection=seconds(env, DETECT_TIMEOUT_VAR, cls.detection),
+            command=seconds(env, COMMAND_TIMEOUT_VAR, default.command),
+            probe=seconds(env, PROBE_TIMEOUT_VAR, default.probe),
+            library=seconds(env, LIBRARY_TIMEOUT_VAR, default.library),
+            detection=seconds(env, DETECT_TIMEOUT_VAR, default.detection),
         )
