@@ -392,6 +392,8 @@ class LocalHost(Host):
         import subprocess  # only where a vendor command is installed: most families find none
 
         limit = deadlines.limit(timeout, "command", os.environ)
+        if limit <= 0:
+            raise TimeoutError(f"{argv[0]} was not started: the detection's deadline passed")
         process = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -426,6 +428,10 @@ class LocalHost(Host):
         import subprocess
 
         limit = deadlines.limit(timeout, "probe", os.environ)
+        if limit <= 0:
+            raise TimeoutError(
+                f"probe {function.__qualname__} was not started: the detection's deadline passed"
+            )
         request = json.dumps(
             {
                 "path": sys.path,

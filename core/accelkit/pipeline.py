@@ -232,7 +232,10 @@ class _FamilyRun:
     def _work(self) -> None:
         with collecting(self.family.manager.name) as notes:
             self.notes = notes
-            self.devices = _detect(self.family.manager, self.family.host)
+            try:
+                self.devices = _detect(self.family.manager, self.family.host)
+            except BaseException as exc:  # sys.exit() in a plugin ends its family, not the caller
+                note(f"detect() raised {type(exc).__name__}: {exc}; no devices", "error")
 
     def finish(self, running: deadlines.Clock) -> list[Diagnostic]:
         """The family's devices set from its task; its findings returned."""
@@ -241,9 +244,7 @@ class _FamilyRun:
         if self.refused is not None:
             return [Diagnostic(name, "error", f"detection skipped: {self.refused}")]
         if task.finished.is_set():
-            if self.devices is None:  # a BaseException (SystemExit) got past _detect's guard
-                return [*self.notes, Diagnostic(name, "error", "detect() stopped, no answer")]
-            self.family.devices = self.devices
+            self.family.devices = self.devices or []
             return list(self.notes)
         if task.thread is not None:
             deadlines.remember(self.key, task.name, task.began, task.thread)

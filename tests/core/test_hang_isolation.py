@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import probe_targets
 import pytest
-from accelkit import ConfigurationError, Registry, detect_node
+from accelkit import ConfigurationError, Registry, deadlines, detect_node
 from accelkit.detect import call_probe, detect_layers, library_session, run_command
 from accelkit.device import Device
 from accelkit.host import FakeHost, Host, LocalHost, ProbeFunction
@@ -235,3 +235,27 @@ def test_a_command_is_killed_at_the_detection_deadline_before_its_own_budget(
     assert time.monotonic() - started < HANG_GUARD
     assert node.devices == []
     assert errors(node, "command"), node.diagnostics
+
+
+class Exiting(AcceleratorManager):
+    name = "exiting"
+    resource_name = "EXIT"
+
+    def detect(self, host: Host) -> list[Device]:
+        raise SystemExit(3)
+
+
+def test_a_detect_that_exits_ends_only_its_own_family() -> None:
+    plugins = Registry([Provides([Exiting(), Healthy()])], autoload=False)
+    node = detect_node(FakeHost(), registry=plugins)
+    assert node.resources == {"GOOD": 1.0}
+    assert errors(node, "exiting") == ["detect() raised SystemExit: 3; no devices"]
+
+
+def test_nothing_starts_once_the_deadline_has_passed() -> None:
+    with deadlines.clock(Budgets(detection=0.01)):
+        time.sleep(0.05)
+        with pytest.raises(TimeoutError, match="deadline passed"):
+            LocalHost().run(["sleep", "60"])
+        with pytest.raises(TimeoutError, match="deadline passed"):
+            LocalHost().probe(probe_targets.answer, 1)
