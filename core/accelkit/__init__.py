@@ -6,9 +6,11 @@ plugin. Every public name below is resolved on first use (``accelkit.__version__
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ._lazy import lazy_exports
+
+TYPE_CHECKING = False
+"""``typing.TYPE_CHECKING`` without importing ``typing`` (with ``re`` and ``functools`` behind
+it, most of a bare interpreter's start again); mypy reads it as true (``always_true``)."""
 
 _LAZY = {
     "hookimpl": "hookspecs",

@@ -4,8 +4,13 @@ importing the package itself imports nothing behind it."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
-from typing import Any, Callable
+
+TYPE_CHECKING = False
+"""``typing.TYPE_CHECKING`` without importing ``typing``: ``import accelkit`` stays near a bare
+interpreter's start (mypy reads it as true, ``always_true`` in pyproject.toml)."""
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any, Callable
 
 __all__ = ["lazy_exports"]
 

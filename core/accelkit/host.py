@@ -13,19 +13,23 @@ from __future__ import annotations
 
 import fnmatch
 import importlib
+import importlib.util
 import json
 import os
 import posixpath
 import re
-import shutil
-import signal
 import stat
-import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Union
+
+from . import deadlines
+from .settings import Budgets
+
+if TYPE_CHECKING:
+    import subprocess
+    from pathlib import Path
 
 __all__ = [
     "DEFAULT_COMMAND_TIMEOUT",
@@ -42,11 +46,13 @@ __all__ = [
     "resolve_under",
 ]
 
-DEFAULT_COMMAND_TIMEOUT = 10.0
-"""Seconds a vendor command may take before it is killed and reported (``nvidia-smi`` can hang)."""
+DEFAULT_COMMAND_TIMEOUT = Budgets().command
+"""Seconds a vendor command may take before it is killed and reported (``nvidia-smi`` can hang),
+unless ``ACCELKIT_COMMAND_TIMEOUT`` says otherwise; never past a detection's deadline."""
 
-DEFAULT_PROBE_TIMEOUT = 20.0
-"""Seconds a library probe process may take (SYCL and ACL initialisation is slow, not endless)."""
+DEFAULT_PROBE_TIMEOUT = Budgets().probe
+"""Seconds a library probe process may take (SYCL and ACL initialisation is slow, not endless),
+unless ``ACCELKIT_PROBE_TIMEOUT`` says otherwise; never past a detection's deadline."""
 
 MAX_READ_BYTES = 1 << 20
 """Larger files are not device facts; reading stops there."""
@@ -61,7 +67,11 @@ class CommandResult(NamedTuple):
 
 
 class ProbeError(RuntimeError):
-    """A probe function raised, or its process died, in the probe process."""
+    """A probe function raised, or its process died (``crashed``), in the probe process."""
+
+    def __init__(self, message: str, *, crashed: bool = False) -> None:
+        super().__init__(message)
+        self.crashed = crashed
 
 
 ProbeFunction = Callable[..., Any]
@@ -91,13 +101,16 @@ StepVisitor = Callable[[str, bool, bool], None]
 """Called by :func:`resolve_under` for each step: (machine path, is a symlink, more follows)."""
 
 
-def resolve_under(root: Path, path: str, visit: Optional[StepVisitor] = None) -> Optional[str]:
+def resolve_under(
+    root: Union[str, os.PathLike[str]], path: str, visit: Optional[StepVisitor] = None
+) -> Optional[str]:
     """Machine path ``path`` with its symlinks resolved as the machine would, inside ``root``.
 
     ``..`` and absolute link targets never leave ``root``; None after 40 links (a loop).
     ``visit`` sees every component on the way, links included (the snapshot recorder copies
     them as it goes).
     """
+    base_dir = os.fspath(root)
     parts = [p for p in path.split("/") if p and p != "."]
     done = "/"
     hops = 0
@@ -107,8 +120,8 @@ def resolve_under(root: Path, path: str, visit: Optional[StepVisitor] = None) ->
             done = posixpath.dirname(done.rstrip("/")) or "/"
             continue
         candidate = posixpath.join(done, part)
-        local = root / candidate.lstrip("/")
-        link = local.is_symlink()
+        local = os.path.join(base_dir, candidate.lstrip("/"))
+        link = os.path.islink(local)
         if visit is not None:
             visit(candidate, link, bool(parts))
         if link:
@@ -134,26 +147,41 @@ class Host:
     """
 
     def __init__(self, root: Optional[Union[str, os.PathLike[str]]]) -> None:
-        self.root: Optional[Path] = Path(root) if root is not None else None
+        self._root_text: Optional[str] = None if root is None else os.fspath(root)
+
+    @property
+    def root(self) -> Optional[Path]:
+        """The directory standing for ``/`` (None: no files); paths are kept as text inside, so
+        detecting on this machine never imports ``pathlib``."""
+        if self._root_text is None:
+            return None
+        from pathlib import Path
+
+        return Path(self._root_text)
 
     # -- files -----------------------------------------------------------------------------
-    def _local(self, path: str) -> Optional[Path]:
+    def _local(self, path: str) -> Optional[str]:
         """The local path of machine path ``path`` with symlinks resolved inside the root."""
-        if self.root is None:
+        if self._root_text is None:
             return None
         if not path.startswith("/"):
             raise ValueError(f"host paths are absolute, got {path!r}")
         resolved = self._resolve(path)
-        return None if resolved is None else self.root / resolved.lstrip("/")
+        return None if resolved is None else self._local_text(resolved)
+
+    def _local_text(self, resolved: str) -> str:
+        """Where resolved machine path ``resolved`` is under the root."""
+        assert self._root_text is not None
+        return os.path.join(self._root_text, resolved.lstrip("/"))
 
     def _resolve(self, path: str) -> Optional[str]:
         """Resolve symlinks of a machine path as the machine would, never leaving the root."""
-        assert self.root is not None
-        return resolve_under(self.root, path)
+        assert self._root_text is not None
+        return resolve_under(self._root_text, path)
 
     def realpath(self, path: str) -> Optional[str]:
         """``path`` with every symlink resolved, as a machine path; None when the root is empty."""
-        if self.root is None:
+        if self._root_text is None:
             return None
         return self._resolve(path)
 
@@ -180,12 +208,12 @@ class Host:
     def exists(self, path: str) -> bool:
         """Whether ``path`` exists (after symlinks)."""
         local = self._local(path)
-        return local is not None and local.exists()
+        return local is not None and os.path.exists(local)
 
     def is_dir(self, path: str) -> bool:
         """Whether ``path`` is a directory (after symlinks)."""
         local = self._local(path)
-        return local is not None and local.is_dir()
+        return local is not None and os.path.isdir(local)
 
     def listdir(self, path: str) -> list[str]:
         """Entry names of a directory in natural order; ``[]`` when it is missing."""
@@ -199,12 +227,12 @@ class Host:
 
     def readlink(self, path: str) -> Optional[str]:
         """The target of symlink ``path`` as written (for driver links), or None."""
-        if self.root is None:
+        if self._root_text is None:
             return None
         parent = self._resolve(posixpath.dirname(path) or "/")
         if parent is None:
             return None
-        local = self.root / parent.lstrip("/") / posixpath.basename(path)
+        local = posixpath.join(self._local_text(parent), posixpath.basename(path))
         try:
             return os.readlink(local)
         except OSError:
@@ -243,13 +271,22 @@ class Host:
         """Run a program (no shell) and return its result, whatever its exit code.
 
         Raises ``FileNotFoundError`` when the program is not installed and ``TimeoutError`` when
-        it runs past ``timeout`` seconds (default :data:`DEFAULT_COMMAND_TIMEOUT`).
+        it runs past ``timeout`` seconds (default: the command budget, ``ACCELKIT_COMMAND_TIMEOUT``,
+        10), or past the running detection's deadline.
         """
         raise NotImplementedError
 
     def import_module(self, name: str) -> ModuleType:
         """Import a vendor library in this process (for fork-safe, non-blocking ones like NVML)."""
         raise NotImplementedError
+
+    def has_library(self, name: str) -> bool:
+        """Whether vendor library ``name`` may be importable, found without importing anything.
+
+        False only when it is certainly absent, so a caller can skip a probe process (about
+        80 ms) for a library that is not installed; True when unknown. This base answers True.
+        """
+        return True
 
     def probe(
         self,
@@ -264,8 +301,9 @@ class Host:
         be a module-level function returning plain JSON data. ``env`` changes the probe
         process's environment (see :data:`ProbeEnv`); this process's is never touched. Raises
         ``ImportError`` when the library is not installed, ``TimeoutError`` after ``timeout``
-        seconds (default :data:`DEFAULT_PROBE_TIMEOUT`) and :class:`ProbeError` when the
-        function raises.
+        seconds (default: the probe budget, ``ACCELKIT_PROBE_TIMEOUT``, 20; never past the
+        running detection's deadline) and :class:`ProbeError` when the function raises or the
+        process dies.
         """
         raise NotImplementedError
 
@@ -285,7 +323,7 @@ class HostView(Host):
     """
 
     def __init__(self, inner: Host, env_names: Iterable[str]) -> None:
-        super().__init__(inner.root)
+        super().__init__(inner._root_text)
         self.inner = inner
         environment = inner.env
         self._env = {name: environment[name] for name in env_names if name in environment}
@@ -321,6 +359,9 @@ class HostView(Host):
     def import_module(self, name: str) -> ModuleType:
         return self.inner.import_module(name)
 
+    def has_library(self, name: str) -> bool:
+        return self.inner.has_library(name)
+
     def probe(
         self,
         function: ProbeFunction,
@@ -337,20 +378,20 @@ class LocalHost(Host):
     def __init__(self, root: Union[str, os.PathLike[str]] = "/") -> None:
         super().__init__(root)
 
-    def _local(self, path: str) -> Optional[Path]:
-        if str(self.root) == "/":
+    def _local(self, path: str) -> Optional[str]:
+        if self._root_text == "/":
             if not path.startswith("/"):
                 raise ValueError(f"host paths are absolute, got {path!r}")
-            return Path(path)
+            return path
         return super()._local(path)
 
     def realpath(self, path: str) -> Optional[str]:
-        if str(self.root) == "/":
+        if self._root_text == "/":
             return os.path.realpath(path)
         return super().realpath(path)
 
     def readlink(self, path: str) -> Optional[str]:
-        if str(self.root) == "/":
+        if self._root_text == "/":
             try:
                 return os.readlink(path)
             except OSError:
@@ -365,9 +406,13 @@ class LocalHost(Host):
         argv = list(argv)
         if not argv:
             raise ValueError("run() needs a program")
-        if shutil.which(argv[0]) is None:
+        if not _on_path(argv[0]):
             raise FileNotFoundError(f"{argv[0]}: not found on PATH")
-        limit = DEFAULT_COMMAND_TIMEOUT if timeout is None else timeout
+        import subprocess  # only where a vendor command is installed: most families find none
+
+        limit = deadlines.limit(timeout, "command", os.environ)
+        if limit <= 0:
+            raise TimeoutError(f"{argv[0]} was not started: the detection's deadline passed")
         process = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -389,6 +434,15 @@ class LocalHost(Host):
     def import_module(self, name: str) -> ModuleType:
         return importlib.import_module(name)
 
+    def has_library(self, name: str) -> bool:
+        """Whether the top-level package of ``name`` is on this process's path (the path a
+        probe process gets); a dotted name's parents are never imported to find out."""
+        top = name.partition(".")[0]
+        try:
+            return importlib.util.find_spec(top) is not None
+        except (ImportError, ValueError):  # a broken finder or a top with a None __spec__
+            return True
+
     def probe(
         self,
         function: ProbeFunction,
@@ -396,7 +450,13 @@ class LocalHost(Host):
         timeout: Optional[float] = None,
         env: Optional[ProbeEnv] = None,
     ) -> Any:
-        limit = DEFAULT_PROBE_TIMEOUT if timeout is None else timeout
+        import subprocess
+
+        limit = deadlines.limit(timeout, "probe", os.environ)
+        if limit <= 0:
+            raise TimeoutError(
+                f"probe {function.__qualname__} was not started: the detection's deadline passed"
+            )
         request = json.dumps(
             {
                 "path": sys.path,
@@ -432,7 +492,8 @@ class LocalHost(Host):
         except (IndexError, ValueError):
             tail = err.decode("utf-8", "replace").strip()[-500:]
             raise ProbeError(
-                f"probe process exited with code {process.returncode} without an answer: {tail}"
+                f"probe process exited with code {process.returncode} without an answer: {tail}",
+                crashed=True,
             ) from None
         if "missing" in reply:
             raise ModuleNotFoundError(reply["missing"])
@@ -441,12 +502,26 @@ class LocalHost(Host):
         return reply["result"]
 
 
+def _on_path(program: str) -> bool:
+    """Whether ``program`` is an executable file, on ``PATH`` unless it names a directory (what
+    ``shutil.which`` answers, without importing shutil and the compression modules it brings)."""
+    candidates = (
+        [program]
+        if os.sep in program
+        else [os.path.join(d or os.curdir, program) for d in os.get_exec_path()]
+    )
+    return any(os.path.isfile(c) and os.access(c, os.X_OK) for c in candidates)
+
+
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
     """Kill a timed-out child and whatever it started, then reap it.
 
     A descendant that left the process group (``setsid``) survives the kill and may hold the
     output pipes open for ever: after a short grace period, stop reading them rather than wait.
     """
+    import signal
+    import subprocess
+
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except OSError:
@@ -497,7 +572,8 @@ class FakeHost(Host):
     ``modules``: importable libraries by name; a value may be an exception to raise on import.
     ``runs`` records every argv run, and ``probe_envs`` the ``env`` of every probe (which runs
     here, in this process, whose environment it leaves alone), for tests that check what was
-    asked.
+    asked. The tree under ``root`` is taken as fixed once read: each directory's symlinks are
+    resolved once.
     """
 
     def __init__(
@@ -518,6 +594,25 @@ class FakeHost(Host):
         self._modules = dict(modules or {})
         self.runs: list[tuple[str, ...]] = []
         self.probe_envs: list[dict[str, Optional[str]]] = []
+        self._resolved: dict[str, Optional[str]] = {}
+
+    def _resolve(self, path: str) -> Optional[str]:
+        """As the machine would, each path once and each directory through its own resolution:
+        walking every component of every path for symlinks was most of a warm detection."""
+        if path in self._resolved:
+            return self._resolved[path]
+        assert self._root_text is not None
+        parent, _, name = path.rstrip("/").rpartition("/")
+        if name in ("", ".", "..") or not parent:
+            resolved = resolve_under(self._root_text, path)
+        else:
+            base = self._resolve(parent)
+            candidate = None if base is None else posixpath.join(base, name)
+            if candidate is not None and os.path.islink(self._local_text(candidate)):
+                candidate = resolve_under(self._root_text, candidate)
+            resolved = candidate
+        self._resolved[path] = resolved
+        return resolved
 
     @property
     def env(self) -> Mapping[str, str]:
@@ -553,6 +648,10 @@ class FakeHost(Host):
         ):
             raise module
         return module  # type: ignore[no-any-return]
+
+    def has_library(self, name: str) -> bool:
+        """Whether ``name`` is among the given ``modules`` (a FakeHost has nothing else)."""
+        return name in self._modules
 
     def probe(
         self,

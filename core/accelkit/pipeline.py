@@ -42,17 +42,21 @@ type label, each manager's ``additional_resources``, plain-capacity overrides) a
 (``<prefix>accelerator-type``, ``<prefix><family>.count``, ``<prefix><family>.type``,
 ``<prefix><family>.<key>`` for each manager label, then the ``accelkit_node_labels`` hook) are
 computed from what is left. A family whose ``detect`` raises or times out becomes an error
-diagnostic; the other families still answer. The same host always gives an equal node.
+diagnostic; the other families still answer. ``detect()`` runs off the calling thread, and
+detection returns by one deadline (``ACCELKIT_DETECT_TIMEOUT``) however many families hang
+(:mod:`accelkit.deadlines`). The same host always gives an equal node.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from . import deadlines
 from ._faults import PLUGIN_FAULTS
 from ._shown import shown
 from .device import MAX_DEVICES, Device
@@ -63,6 +67,7 @@ from .manager import ACCELERATOR_TYPE_PREFIX, AcceleratorManager
 from .node import Node
 from .quantities import UNIT, from_units, to_units
 from .registry import Registry, resolve
+from .settings import DETECT_TIMEOUT_VAR, Budgets
 from .visibility import checked_ids, is_index, join_ids
 
 __all__ = [
@@ -125,6 +130,7 @@ class _Detection:
 
     registry: Registry
     env: Mapping[str, str]
+    budgets: Budgets
     label_prefix: str
     families: list[_Family]
     wanted: dict[str, _Override]
@@ -164,6 +170,7 @@ def detect_node(
     state = _Detection(
         registry=plugins,
         env=env,
+        budgets=Budgets.from_env(os.environ),
         label_prefix=label_prefix,
         families=[_Family(m, HostView(host, _declared(m))) for m in managers],
         wanted=wanted,
@@ -198,10 +205,55 @@ def _noting(family: str, sink: list[Diagnostic]) -> Iterator[None]:
 
 # -- the steps ---------------------------------------------------------------------------------
 def _step_detect(state: _Detection) -> None:
-    """Run each family's ``detect()``; a family that raises or times out finds nothing."""
-    for family in state.families:
-        with state.noting(family):
-            family.devices = _detect(family.manager, family.host)
+    """Run every family's ``detect()`` off this thread and wait until the detection's deadline:
+    a family that raises, or has not answered by then, finds nothing, and the others still
+    answer (a hung ``detect()`` cannot be killed; its thread is left, and the family is not
+    detected again while it runs)."""
+    with deadlines.clock(state.budgets) as running:
+        runs = [_FamilyRun(family) for family in state.families]
+        deadlines.run_all([run.task for run in runs if run.refused is None], running)
+        for run in runs:
+            state.diagnostics.extend(run.finish(running))
+    names = [family.manager.name for family in state.families]
+    errors = [d for d in state.diagnostics if d.level == "error"]
+    state.registry.record_problems(
+        {name: [d.message for d in errors if d.family == name] for name in names}
+    )
+
+
+class _FamilyRun:
+    """One family's ``detect()`` as a task off the calling thread, and what came of it."""
+
+    def __init__(self, family: _Family) -> None:
+        self.family = family
+        self.notes: list[Diagnostic] = []
+        self.devices: Optional[list[Device]] = None
+        self.key = ("detect", id(family.manager))
+        self.refused = deadlines.running(self.key)
+        self.task = deadlines.Task(self._work, f"{family.manager.name} detect()")
+
+    def _work(self) -> None:
+        with collecting(self.family.manager.name) as notes:
+            self.notes = notes
+            try:
+                self.devices = _detect(self.family.manager, self.family.host)
+            except BaseException as exc:  # what _detect lets through ends its family alone
+                note(f"detect() raised {type(exc).__name__}: {exc}; no devices", "error")
+
+    def finish(self, running: deadlines.Clock) -> list[Diagnostic]:
+        """The family's devices set from its task; its findings returned."""
+        name, task = self.family.manager.name, self.task
+        self.family.devices = []
+        if self.refused is not None:
+            return [Diagnostic(name, "error", f"detection skipped: {self.refused}")]
+        if task.finished.is_set():
+            self.family.devices = self.devices or []
+            return list(self.notes)
+        if task.thread is not None:
+            deadlines.remember(self.key, task.name, task.began, task.thread)
+        budget = f"{running.budgets.detection:g}s ({DETECT_TIMEOUT_VAR})"
+        cut = f"detect() did not finish within {budget}; no devices"
+        return [*self.notes, Diagnostic(name, "error", cut)]
 
 
 def _step_partitions(state: _Detection) -> None:

@@ -347,6 +347,9 @@ class RecordingHost(HostView):
     def import_module(self, name: str) -> ModuleType:
         raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
+    def has_library(self, name: str) -> bool:
+        return False
+
     def probe(
         self,
         function: ProbeFunction,

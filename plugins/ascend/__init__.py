@@ -96,7 +96,7 @@ def probe_acl(import_module: Callable[[str], ModuleType]) -> dict[str, Any]:
 
 def from_acl(host: Host) -> Optional[list[Device]]:
     """pyACL counts the chips its process may use: under ASCEND_RT_VISIBLE_DEVICES, those ids."""
-    found = call_probe(host, probe_acl, expect=dict) or {}
+    found = call_probe(host, probe_acl, expect=dict, library="acl") or {}
     if not found:
         return None
     count = device_count(found.get("count"), "pyACL's device count")

@@ -152,7 +152,7 @@ def dpctl_probe(import_module: Callable[[str], Any]) -> list[list[Any]]:
 def from_dpctl(host: Host) -> Optional[list[Device]]:
     """Root devices as SYCL sees them, in the node's hierarchy mode and in PCI order. The probe
     runs with the node's visibility variables lifted, so it names every device."""
-    found = call_probe(host, dpctl_probe, expect=list, env=PROBE_ENV)
+    found = call_probe(host, dpctl_probe, expect=list, env=PROBE_ENV, library="dpctl")
     cards = (card(host, name, None, None, None, size) for name, size in found or ())
     return None if found is None else numbered(cards)
 

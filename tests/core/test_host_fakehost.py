@@ -5,9 +5,18 @@ from __future__ import annotations
 import os
 import types
 from pathlib import Path
+from typing import Any, Optional
 
 import pytest
-from accelkit.host import CommandResult, FakeHost, HostView, ProbeError, natural_key
+from accelkit import host as host_module
+from accelkit.host import (
+    CommandResult,
+    FakeHost,
+    HostView,
+    ProbeError,
+    natural_key,
+    resolve_under,
+)
 
 
 def test_an_empty_fake_host_exposes_nothing_of_the_real_machine() -> None:
@@ -104,6 +113,12 @@ def test_modules_are_importable_by_name_and_exception_values_raise() -> None:
         host.import_module("dpctl")
     with pytest.raises(ModuleNotFoundError):
         host.import_module("amdsmi")
+    assert [host.has_library(n) for n in ("pynvml", "acl", "dpctl", "amdsmi")] == [
+        True,
+        True,
+        True,
+        False,
+    ]
 
 
 def _double(import_module: object, value: int) -> int:
@@ -239,3 +254,27 @@ def test_a_view_narrows_the_environment_and_delegates_the_rest(tmp_path: Path) -
     assert host.runs == [("tool", "-x")]
     assert view.import_module("vendorlib") is module
     assert view.probe(lambda imp: imp("vendorlib").__name__) == "vendorlib"
+
+
+def test_each_directory_is_resolved_once_however_often_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cards = tmp_path / "sys" / "devices" / "pci0000:00" / "0000:17:00.0"
+    cards.mkdir(parents=True)
+    for name in ("vendor", "device", "numa_node"):
+        (cards / name).write_text(f"{name}\n")
+    (tmp_path / "sys" / "bus").mkdir()
+    (tmp_path / "sys" / "bus" / "card0").symlink_to("../devices/pci0000:00/0000:17:00.0")
+    walks: list[str] = []
+
+    def counted(root: Any, path: str, visit: Any = None) -> Optional[str]:
+        walks.append(path)
+        return resolve_under(root, path, visit)
+
+    monkeypatch.setattr(host_module, "resolve_under", counted)
+    host = FakeHost(root=tmp_path)
+    for _ in range(3):
+        texts = [host.read_text(f"/sys/bus/card0/{n}") for n in ("vendor", "device", "numa_node")]
+        assert texts == ["vendor\n", "device\n", "numa_node\n"]
+    assert walks == ["/sys", "/sys/bus/card0"]  # the top directory, then the one symlink
+    assert host.realpath("/sys/bus/card0/vendor") == "/sys/devices/pci0000:00/0000:17:00.0/vendor"

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import probe_targets
 import pytest
+from accelkit.detect import call_probe
+from accelkit.diagnostics import collecting
 from accelkit.host import LocalHost, ProbeError
 
 
@@ -54,6 +56,35 @@ def test_probe_failures_are_typed() -> None:
         host.probe(probe_targets.need_missing_library, timeout=10)
     with pytest.raises(ProbeError, match="code 3"):
         host.probe(probe_targets.die, timeout=10)
+
+
+def test_has_library_finds_top_level_packages_without_importing_them() -> None:
+    host = LocalHost()
+    assert host.has_library("json") and host.has_library("probe_targets")
+    assert not host.has_library("accelkit_no_such_vendor_library")
+    assert not host.has_library("accelkit_no_such_vendor_library.sub")
+    assert "accelkit_no_such_vendor_library" not in sys.modules
+
+
+def test_no_probe_process_starts_for_a_library_that_is_not_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    started: list[str] = []
+
+    def probe(self: LocalHost, function: object, *args: object, timeout: object = None) -> str:
+        started.append(getattr(function, "__name__", "?"))
+        return "probed"
+
+    monkeypatch.setattr(LocalHost, "probe", probe)
+    with collecting("test") as notes:
+        missing = call_probe(
+            LocalHost(), probe_targets.answer, 1, library="accelkit_no_such_vendor_library"
+        )
+        present = call_probe(LocalHost(), probe_targets.answer, 1, library="json")
+    assert (missing, present, started) == (None, "probed", ["answer"])
+    assert [n.message for n in notes] == [
+        "Python library accelkit_no_such_vendor_library is not installed"
+    ]
 
 
 def test_a_hanging_probe_times_out_quickly() -> None:

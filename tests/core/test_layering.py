@@ -35,6 +35,7 @@ LAYERS = {
     "host": 1,
     "holder": 1,
     "ledgerfile": 1,
+    "deadlines": 1,
     "quantities": 1,
     "placement": 1,
     # 2: the contract, the node record and the shared detection helpers: all a plugin imports

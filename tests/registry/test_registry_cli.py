@@ -45,6 +45,7 @@ def test_json_lists_builtins_then_the_installed_example() -> None:
             "status": "ok",
             "error": None,
             "families": ["acme"],
+            "problems": [],
         }
     ], "install it: python3 -m pip install -e examples/accelkit-example"
 

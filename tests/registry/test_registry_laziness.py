@@ -58,3 +58,29 @@ def test_import_loads_no_plugin_and_scans_no_entry_point(
     assert ("pluggy" in loaded) is registry_loaded
     assert not [m for m in loaded if m.startswith(PLUGIN_MODULES)]
     assert not [m for m in loaded if m.split(".")[0] in VENDOR_LIBRARIES]
+
+
+def test_builtins_alone_never_import_importlib_metadata() -> None:
+    """With autoload off and only the built-ins, discovery and detection need no distribution
+    metadata, so ``importlib.metadata`` (and the email parser it brings) is never imported."""
+    script = (
+        "import json, sys, accelkit\n"
+        "accelkit.detect_node(accelkit.FakeHost(), registry=accelkit.Registry(autoload=False))\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    loaded = set(json.loads(result.stdout))
+    assert "accelkit.registry" in loaded
+    assert not {"importlib.metadata", "importlib_metadata", "email"} & loaded
+
+
+def test_import_accelkit_imports_little_beyond_a_bare_interpreter() -> None:
+    """``import accelkit`` costs about what a bare interpreter does: not even ``typing`` (which
+    brings ``re``, ``functools`` and ``collections`` with it)."""
+    script = "import json, sys\nbare = set(sys.modules)\nimport accelkit\n"
+    script += "print(json.dumps(sorted(set(sys.modules) - bare)))\n"
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    added = set(json.loads(result.stdout))
+    assert added <= {"accelkit", "accelkit._lazy", "importlib"}, added

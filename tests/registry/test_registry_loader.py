@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from types import SimpleNamespace
 from typing import Any
 
 import accelkit
@@ -489,6 +490,7 @@ def test_plugin_info_is_json_ready_and_frozen(site: FakeSite) -> None:
         "status": "ok",
         "error": None,
         "families": ["nvidia"],
+        "problems": [],
     }
     with pytest.raises(AttributeError):
         info.status = "error"  # type: ignore[misc]
@@ -513,3 +515,42 @@ def test_unreadable_metadata_still_leaves_the_builtins(monkeypatch: pytest.Monke
     registry.set_default(registry.Registry(entry_points=corrupt))
     with pytest.warns(registry.PluginWarning, match="bad METADATA in some-package"):
         assert families() == BUILTIN_FAMILIES
+
+
+def test_each_distribution_s_metadata_is_read_once(site: FakeSite) -> None:
+    site.add(
+        "two-dist",
+        {"beta": "beta_plugin", "gamma": "gamma_plugin"},
+        {
+            "beta_plugin": manager_module("beta"),
+            "gamma_plugin": manager_module("gamma"),
+        },
+    )
+    reads: list[str] = []
+
+    class Counted:
+        """The distribution of the site's entry points, counting how often its metadata is read."""
+
+        def __init__(self, dist: Any) -> None:
+            self._dist = dist
+
+        @property
+        def metadata(self) -> Any:
+            reads.append(self._dist.metadata["Name"])
+            return self._dist.metadata
+
+    counted: dict[int, Counted] = {}
+
+    def entry_points() -> list[Any]:
+        points = []
+        for ep in site.entry_points():
+            dist = counted.setdefault(id(ep.dist), Counted(ep.dist))
+            points.append(SimpleNamespace(name=ep.name, value=ep.value, load=ep.load, dist=dist))
+        return points
+
+    registry.set_default(registry.Registry(entry_points=entry_points))
+    infos = report()
+    assert [(infos[n].dist, infos[n].version) for n in ("beta", "gamma")] == [
+        ("two-dist", "1.0")
+    ] * 2
+    assert reads == ["two-dist"]

@@ -88,7 +88,8 @@ def _device_counts(args: argparse.Namespace) -> dict[str, Optional[int]]:
 
 
 def _print_table(records: Sequence[dict[str, Any]], with_devices: bool) -> None:
-    """One row per plugin; the last column explains any status but ok."""
+    """One row per plugin; the last column explains any status but ok, or what went wrong in the
+    plugin's latest detection."""
     header = [*COLUMNS, *(["DEVICES"] if with_devices else []), "NOTE"]
     rows = []
     for r in records:
@@ -97,6 +98,6 @@ def _print_table(records: Sequence[dict[str, Any]], with_devices: bool) -> None:
         if with_devices:
             devices = r.get("devices", {})
             row.append(",".join(f"{f}:{'?' if n is None else n}" for f, n in devices.items()))
-        rows.append([*row, r["error"] or ""])
+        rows.append([*row, r["error"] or "; ".join(r["problems"])])
     for line in table(rows, header):
         print(line)

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Optional
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Optional, TypeVar
 
+from .. import deadlines
 from .._shown import shown
 from ..device import MAX_DEVICES
 from ..diagnostics import note
@@ -33,6 +34,7 @@ __all__ = [
     "type_label",
 ]
 
+T = TypeVar("T")
 _TRADEMARKS = re.compile(r"\((?:R|TM|C)\)|[®™]", re.IGNORECASE)
 _NOT_LABEL = re.compile(r"[^A-Za-z0-9.]+")
 
@@ -49,14 +51,17 @@ def library_session(
     or a status its message names, is in ``absent`` (NVML's ``NVMLError_DriverNotLoaded``;
     amdsmi raises one class for every status, so ``AMDSMI_STATUS_DRIVER_NOT_LOADED``): a binding
     with no driver behind it is an absent stack, an ``info`` note. Any other ``init`` error
-    propagates, so the detection layer reports it and the next layer answers.
+    propagates, so the detection layer reports it and the next layer answers. The import,
+    ``init`` and ``shutdown`` may each take the library budget (``ACCELKIT_LIBRARY_TIMEOUT``):
+    one that blocks (a hung driver) raises ``TimeoutError``, and a shutdown that blocks is only
+    noted, keeping what the block found.
     """
-    library = import_library(host, name)
+    library = _bounded(lambda: import_library(host, name), f"import {name}", ("import", name))
     if library is None:
         yield None
         return
     try:
-        getattr(library, init)()
+        _bounded(getattr(library, init), f"{name}.{init}()", (id(library), init))
     except Exception as exc:
         named = {cls.__name__ for cls in type(exc).__mro__}
         if not (named & set(absent) or any(status in str(exc) for status in absent)):
@@ -67,7 +72,15 @@ def library_session(
     try:
         yield library
     finally:
-        getattr(library, shutdown)()
+        try:
+            _bounded(getattr(library, shutdown), f"{name}.{shutdown}()", (id(library), shutdown))
+        except TimeoutError as exc:
+            note(f"{exc}; what the library said is kept", "error")
+
+
+def _bounded(function: Callable[[], T], what: str, key: Hashable) -> T:
+    """``function()`` within the library budget (:func:`accelkit.deadlines.call_within`)."""
+    return deadlines.call_within(function, deadlines.limit(None, "library"), what, key)
 
 
 def device_count(value: object, what: str) -> int:

@@ -63,6 +63,9 @@ def detect_layers(host: Host, *layers: tuple[str, Layer]) -> list[Device]:
     for source, layer in layers:
         try:
             devices = layer(host)
+        except TimeoutError as exc:  # a hung library: cut at its budget, the next layer answers
+            note(f"{source} layer timed out: {exc}", "error")
+            continue
         except Exception as exc:  # a broken layer must not hide the next one
             note(f"{source} layer failed: {type(exc).__name__}: {exc}", "warning")
             continue
@@ -134,13 +137,24 @@ def call_probe(
     timeout: Optional[float] = None,
     expect: type = object,
     env: Optional[ProbeEnv] = None,
+    library: Optional[str] = None,
 ) -> Any:
     """Run a library probe in its own process; None (with a note) when it cannot answer or
-    answers something other than an ``expect`` (a probe returns plain JSON data). ``env``
-    changes the probe process's environment only (``{"NAME": None}`` removes a variable)."""
+    answers something other than an ``expect`` (a probe returns plain JSON data).
+
+    ``env`` changes the probe process's environment only (``{"NAME": None}`` removes a
+    variable). ``library`` names the module the probe imports: when the host knows it is not
+    installed (:meth:`~accelkit.Host.has_library`), no probe process is started.
+    """
     what = f"{function.__module__}.{function.__qualname__}"
+    if library is not None and not host.has_library(library):
+        note(f"Python library {library} is not installed")
+        return None
     try:
-        found = host.probe(function, *args, timeout=timeout, env=env)
+        if env:
+            found = host.probe(function, *args, timeout=timeout, env=env)
+        else:  # Host subclasses written before ``env`` existed keep working
+            found = host.probe(function, *args, timeout=timeout)
     except ImportError as exc:
         note(f"probe {what}: library not installed ({exc})")
         return None
@@ -148,7 +162,7 @@ def call_probe(
         note(f"probe {what} timed out: {exc}", "error")
         return None
     except ProbeError as exc:
-        note(f"probe {what} failed: {exc}", "warning")
+        note(f"probe {what} failed: {exc}", "error" if exc.crashed else "warning")
         return None
     if not isinstance(found, expect):
         shown = repr(found)[:120]

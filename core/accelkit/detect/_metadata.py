@@ -9,9 +9,7 @@ note, never detection itself.
 
 from __future__ import annotations
 
-import http.client
 import time
-import urllib.parse
 from collections.abc import Mapping
 
 from ..diagnostics import note
@@ -34,6 +32,9 @@ def read_metadata(
     attempt with a warning, keeping what was answered before it; an attribute answered with
     another status than 200, or with nothing, is left out.
     """
+    import http.client  # only for a family whose user opted in: it brings the email parser
+    import urllib.parse
+
     address = urllib.parse.urlsplit(server)
     deadline = time.monotonic() + budget
     answered: dict[str, str] = {}

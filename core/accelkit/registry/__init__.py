@@ -33,10 +33,11 @@ and :func:`resolve` is the only place that reaches for it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import reprlib
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 import pluggy
@@ -128,6 +129,8 @@ class Registry:
         self._lock = threading.RLock()
         self._loading = False
         self._state: Optional[_Loaded] = None
+        self._problems: dict[str, tuple[str, ...]] = {}
+        self._problems_lock = threading.Lock()
 
     # -- the managers ----------------------------------------------------------------------
     def managers(self) -> list[AcceleratorManager]:
@@ -156,8 +159,24 @@ class Registry:
         raise UnknownFamily(message)
 
     def report(self) -> list[PluginInfo]:
-        """Every plugin discovery considered, in load order; never raises for a required one."""
-        return [plugin.info for plugin in self._loaded().plugins]
+        """Every plugin discovery considered, in load order; never raises for a required one.
+
+        Each carries the ``problems`` of its families' latest detection (:meth:`record_problems`).
+        """
+        plugins = self._loaded().plugins
+        with self._problems_lock:
+            problems = dict(self._problems)
+        infos = []
+        for plugin in plugins:
+            found = tuple(p for family in plugin.info.families for p in problems.get(family, ()))
+            infos.append(dataclasses.replace(plugin.info, problems=found))
+        return infos
+
+    def record_problems(self, problems: Mapping[str, Sequence[str]]) -> None:
+        """Keep each family's errors from its latest detection, for :meth:`report`: node
+        detection calls this, so an operator sees a hung or crashing vendor stack per plugin."""
+        with self._problems_lock:
+            self._problems.update({family: tuple(found) for family, found in problems.items()})
 
     # -- the other hooks -------------------------------------------------------------------
     def node_labels(self, node: Node) -> dict[str, str]:

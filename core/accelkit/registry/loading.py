@@ -26,6 +26,7 @@ from .._version import VERSION
 from ..manager import AcceleratorManager
 from .calls import call_one
 from .records import LoadedPlugin, PluginInfo, Settings, warn
+from .sites import only_builtin_entry_points
 
 __all__ = [
     "BUILTIN_PLUGINS",
@@ -53,7 +54,10 @@ EntryPoints = Callable[[], Iterable[Any]]
 
 
 def installed_entry_points() -> list[Any]:
-    """The installed distributions' entry points of group ``accelkit``."""
+    """The installed distributions' entry points of group ``accelkit`` (none, without importing
+    ``importlib.metadata``, when only accelkit's own built-ins can be there)."""
+    if only_builtin_entry_points(hookspecs.ENTRY_POINT_GROUP, BUILTIN_PLUGINS):
+        return []
     from ..metadata import metadata
 
     return list(metadata.entry_points(group=hookspecs.ENTRY_POINT_GROUP))
@@ -104,13 +108,14 @@ def third_party(
             "only built-in plugins were loaded"
         )
         return []
+    origins = _DistOrigins()
     plugins: list[LoadedPlugin] = []
     seen: set[tuple[str, str]] = set()
-    for ep in sorted(points, key=lambda ep: (ep.name, _dist_of(ep)[0] or "", ep.value)):
+    for ep in sorted(points, key=lambda ep: (ep.name, origins.of(ep)[0] or "", ep.value)):
         if (ep.name, ep.value) in seen or not (settings.autoload or ep.name in wanted):
             continue
         seen.add((ep.name, ep.value))
-        dist, version = _dist_of(ep)
+        dist, version = origins.of(ep)
         info = PluginInfo(ep.name, ep.value, "entry-point", dist, version, "ok")
         plugins.append(LoadedPlugin(info, load=ep.load))
     return plugins
@@ -121,9 +126,22 @@ def _module_of(ep: Any) -> str:
     return str(ep.value).partition(":")[0].strip()
 
 
-def _dist_of(ep: Any) -> tuple[Optional[str], Optional[str]]:
-    dist = getattr(ep, "dist", None)
-    return (dist.name, dist.version) if dist is not None else (None, None)
+class _DistOrigins:
+    """Each entry point's distribution name and version, its metadata read once per
+    distribution: ``dist.name`` and ``dist.version`` each parse the whole ``METADATA`` file."""
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[object, Optional[str], Optional[str]]] = {}
+
+    def of(self, ep: Any) -> tuple[Optional[str], Optional[str]]:
+        dist = getattr(ep, "dist", None)
+        if dist is None:
+            return (None, None)
+        if id(dist) not in self._known:  # the distribution is kept, so its id stays its own
+            fields = dist.metadata
+            self._known[id(dist)] = (dist, fields.get("Name"), fields.get("Version"))
+        _, name, version = self._known[id(dist)]
+        return (name, version)
 
 
 def load(pm: pluggy.PluginManager, plugin: LoadedPlugin) -> None:

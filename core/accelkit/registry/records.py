@@ -56,7 +56,9 @@ class PluginInfo:
     ``origin`` is ``"builtin"``, ``"entry-point"`` or ``"given"`` (handed to a
     :class:`~accelkit.Registry` by its caller). ``families`` are the families the plugin
     provides, or, when it is not in use, the ones it tried to provide (empty if it failed before
-    saying). ``error`` explains any status but ``"ok"``.
+    saying). ``error`` explains any status but ``"ok"``. ``problems`` are the errors of its
+    families' latest detection with this registry: a command, probe or library call cut at its
+    budget, a probe process that died, a ``detect()`` that raised or did not finish in time.
     """
 
     name: str
@@ -67,6 +69,7 @@ class PluginInfo:
     status: Status
     error: Optional[str] = None
     families: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
 
     def describe(self) -> str:
         """``plugin 'acme' (accelkit-example 0.1.0)``: how messages name a plugin."""
@@ -81,6 +84,7 @@ class PluginInfo:
         """JSON-ready form (``accelkit plugins --json``)."""
         data = asdict(self)
         data["families"] = list(self.families)
+        data["problems"] = list(self.problems)
         return data
 
 

@@ -1,0 +1,239 @@
+"""Start-up cost beside a bare interpreter and beside Ray, measured in one run.
+
+Run: ``python benchmarks/peer_ray.py [--rounds N] [--node-rounds M]`` with Ray installed
+(``pip install -e ".[bench]"``). The script re-runs itself in a loopback-only network namespace
+(``unshare -n``, then ``ip link set lo up``) with ``RAY_USAGE_STATS_ENABLED=0``, so neither
+library can reach a network; it needs ``unshare`` and the right to use it (root, or user
+namespaces).
+
+Each round starts every command below once, in the same order, as its own process; a figure is
+the median over the rounds, wall time and peak RSS (``ru_maxrss`` of the child), and a ratio
+compares two figures of the same run:
+
+- ``bare``: ``python -c pass``, the floor every Python program pays;
+- ``import``: ``import accelkit`` / ``import ray``;
+- ``import+detect``: ``import accelkit; accelkit.detect_node()`` / what ``ray start`` runs to
+  find the node's accelerators (``ResourceAndLabelSpec().resolve(is_head=True)``);
+- ``ls --json``: the ``accelkit ls --json`` command / the same Ray detection printed as JSON;
+- ``floor``: importing the standard modules and pluggy that accelkit's code is written with
+  (:data:`FLOOR`), so the report shows how much of a ratio is accelkit's own.
+
+Then, for every example node in ``examples/nodes``: ``accelkit ls --json --host NODE`` as a
+process against ``bare``, and a warm in-process ``detect_node(load_snapshot(NODE))`` against
+Ray's warm in-process detection of this machine (Ray cannot replay a recorded node, so its
+detection of the machine it runs on is the nearest peer). The targets of issue 14 are checked
+at the end: ``ls --json`` at most 2.5x ``bare``, ``import accelkit`` at most 1.3x, and the peak
+RSS of ``ls --json`` at most 1.5x ``bare``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+IN_NAMESPACE = "ACCELKIT_BENCH_NETNS"
+NODES = Path(__file__).resolve().parent.parent / "examples" / "nodes"
+
+RAY_DETECT = (
+    "import json, ray\n"
+    "from ray._private.resource_and_label_spec import ResourceAndLabelSpec\n"
+    "spec = ResourceAndLabelSpec().resolve(is_head=True, node_ip_address='127.0.0.1')\n"
+)
+RAY_LS = RAY_DETECT + "print(json.dumps(spec.to_resource_dict(), indent=2))\n"
+
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+"""The children write bytecode as an installed program does (a wheel install compiles it): the
+warm-up run of each command leaves it, so no measured run pays for compiling."""
+
+FLOOR = (
+    "import argparse, dataclasses, enum, json, re, threading, typing, pluggy\n"
+    "argparse.ArgumentParser().add_argument('--json', action='store_true')\n"
+)
+"""What any command built on argparse, dataclasses, typing, json, regular expressions and pluggy
+imports (argparse's first argument loads its help formatter): accelkit's own cost is above it."""
+
+TARGETS = (  # (what, figure, at most)
+    ("accelkit ls --json / bare (time)", "ls_time", 2.5),
+    ("import accelkit / bare (time)", "import_time", 1.3),
+    ("accelkit ls --json / bare (peak RSS)", "ls_rss", 1.5),
+)
+
+
+class Sample(NamedTuple):
+    seconds: float
+    rss_kib: int
+
+
+def measure(argv: list[str]) -> Sample:
+    """Wall time and peak RSS of one process running ``argv`` (its output discarded)."""
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=CHILD_ENV
+    )
+    _, status, usage = os.wait4(process.pid, 0)
+    elapsed = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        assert process.stderr is not None
+        raise SystemExit(f"{argv} failed ({process.returncode}): {process.stderr.read()!r}")
+    return Sample(elapsed, usage.ru_maxrss)
+
+
+def paired(commands: dict[str, list[str]], rounds: int) -> dict[str, Sample]:
+    """Median time and RSS of each command over ``rounds`` rounds of one run of each."""
+    for argv in commands.values():  # warm the file cache and bytecode first
+        measure(argv)
+    samples: dict[str, list[Sample]] = {name: [] for name in commands}
+    for _ in range(rounds):
+        for name, argv in commands.items():
+            samples[name].append(measure(argv))
+    return {
+        name: Sample(
+            statistics.median(s.seconds for s in runs),
+            int(statistics.median(s.rss_kib for s in runs)),
+        )
+        for name, runs in samples.items()
+    }
+
+
+def warm_in_process(function: Callable[[], object], repeat: int) -> float:
+    """Median seconds of ``function()`` after one warm-up call."""
+    function()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def process_figures(rounds: int) -> dict[str, Sample]:
+    python = sys.executable
+    accelkit = shutil.which("accelkit", path=str(Path(python).parent)) or "accelkit"
+    return paired(
+        {
+            "bare": [python, "-c", "pass"],
+            "accelkit import": [python, "-c", "import accelkit"],
+            "ray import": [python, "-c", "import ray"],
+            "accelkit import+detect": [python, "-c", "import accelkit; accelkit.detect_node()"],
+            "ray import+detect": [python, "-c", RAY_DETECT],
+            "accelkit ls --json": [accelkit, "ls", "--json"],
+            "ray ls --json": [python, "-c", RAY_LS],
+            "floor": [python, "-c", FLOOR],
+        },
+        rounds,
+    )
+
+
+def node_figures(rounds: int) -> tuple[dict[str, Sample], dict[str, tuple[int, float]], float]:
+    """Per example node: the ``ls --json --host`` process, warm in-process detection (devices,
+    seconds); and Ray's warm in-process detection of this machine."""
+    import accelkit
+    from ray._private.resource_and_label_spec import ResourceAndLabelSpec
+
+    python = sys.executable
+    accelkit_cli = shutil.which("accelkit", path=str(Path(python).parent)) or "accelkit"
+    nodes = sorted(p for p in NODES.iterdir() if (p / "snapshot.json").is_file())
+    commands = {"bare": [python, "-c", "pass"]}
+    commands.update({n.name: [accelkit_cli, "ls", "--json", "--host", str(n)] for n in nodes})
+    processes = paired(commands, rounds)
+    in_process: dict[str, tuple[int, float]] = {}
+    for node in nodes:
+        host = accelkit.load_snapshot(node)
+        devices = len(accelkit.detect_node(host).devices)
+        detect = functools.partial(accelkit.detect_node, host)
+        in_process[node.name] = (devices, warm_in_process(detect, 50))
+    ray_warm = warm_in_process(
+        lambda: ResourceAndLabelSpec().resolve(is_head=True, node_ip_address="127.0.0.1"), 50
+    )
+    return processes, in_process, ray_warm
+
+
+def report(rounds: int, node_rounds: int) -> None:
+    figures = process_figures(rounds)
+    bare = figures["bare"]
+    print(
+        f"{rounds} paired rounds, medians; bare `python -c pass`: {bare.seconds * 1e3:.1f} ms, "
+        f"{bare.rss_kib / 1024:.1f} MiB"
+    )
+    print(f"{'':24}{'accelkit':>10}{'Ray':>10}{'/bare':>8}{'/Ray':>8}")
+    checked: dict[str, float] = {}
+    for what in ("import", "import+detect", "ls --json"):
+        ours, theirs = figures[f"accelkit {what}"], figures[f"ray {what}"]
+        print(
+            f"{what + ' (ms)':24}{ours.seconds * 1e3:10.1f}{theirs.seconds * 1e3:10.1f}"
+            f"{ours.seconds / bare.seconds:8.2f}{ours.seconds / theirs.seconds:8.3f}"
+        )
+    for what in ("import", "import+detect", "ls --json"):
+        ours, theirs = figures[f"accelkit {what}"], figures[f"ray {what}"]
+        print(
+            f"{what + ' peak RSS (MiB)':24}{ours.rss_kib / 1024:10.1f}{theirs.rss_kib / 1024:10.1f}"
+            f"{ours.rss_kib / bare.rss_kib:8.2f}{ours.rss_kib / theirs.rss_kib:8.3f}"
+        )
+    checked["import_time"] = figures["accelkit import"].seconds / bare.seconds
+    checked["ls_time"] = figures["accelkit ls --json"].seconds / bare.seconds
+    checked["ls_rss"] = figures["accelkit ls --json"].rss_kib / bare.rss_kib
+
+    processes, in_process, ray_warm = node_figures(node_rounds)
+    node_bare = processes["bare"].seconds
+    print(
+        f"\nexample nodes ({node_rounds} paired rounds; Ray's warm detection of this machine: "
+        f"{ray_warm * 1e3:.2f} ms)"
+    )
+    print(
+        f"{'node':24}{'ls --host ms':>13}{'/bare':>7}{'devices':>8}{'warm ms':>9}"
+        f"{'ms/device':>10}{'/Ray':>7}"
+    )
+    for name, (devices, seconds) in in_process.items():
+        process = processes[name].seconds
+        print(
+            f"{name:24}{process * 1e3:13.1f}{process / node_bare:7.2f}{devices:8d}"
+            f"{seconds * 1e3:9.2f}{seconds * 1e3 / max(devices, 1):10.3f}"
+            f"{seconds / ray_warm:7.3f}"
+        )
+    print("\ntargets")
+    for what, key, limit in TARGETS:
+        verdict = "met" if checked[key] <= limit else "NOT met"
+        print(f"  {what}: {checked[key]:.2f} (at most {limit}): {verdict}")
+    floor = figures["floor"].seconds
+    print(
+        f"  floor: importing argparse, dataclasses, enum, json, re, threading, typing and pluggy "
+        f"alone takes {floor * 1e3:.1f} ms, {floor / bare.seconds:.2f}x bare; "
+        f"accelkit ls --json is {figures['accelkit ls --json'].seconds / floor:.2f}x that"
+    )
+
+
+def in_loopback_namespace(argv: list[str]) -> None:
+    """Run this script again in a new network namespace with only loopback up, and exit."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        raise SystemExit("unshare (util-linux) is needed to cut the benchmark off the network")
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", **{IN_NAMESPACE: "1"})
+    script = 'ip link set lo up && exec "$0" "$@"'
+    inner = [sys.executable, str(Path(__file__).resolve()), *argv]
+    raise SystemExit(subprocess.call([unshare, "-n", "--", "sh", "-c", script, *inner], env=env))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15, help="paired rounds (default 15)")
+    parser.add_argument(
+        "--node-rounds", type=int, default=5, help="paired rounds per example node (default 5)"
+    )
+    args = parser.parse_args()
+    if os.environ.get(IN_NAMESPACE) != "1":
+        in_loopback_namespace(sys.argv[1:])
+    report(args.rounds, args.node_rounds)
+
+
+if __name__ == "__main__":
+    main()

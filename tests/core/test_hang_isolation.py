@@ -1,0 +1,267 @@
+"""Hang isolation: whatever blocks is cut at its budget and reported, and the other families answer.
+
+A vendor command that never returns (a real process, killed), an in-process library whose
+initialisation blocks (as a hung ``nvmlInit`` does), a third-party ``detect()`` that blocks, and a
+probe process that dies: each is an error diagnostic and a problem in the plugin report, and node
+detection returns by its one deadline however many families hang. The elapsed-time bounds below
+only catch a detection that hangs; they are far above what any budget allows.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import types
+from collections.abc import Iterator, Sequence
+from typing import Any, Optional
+
+import probe_targets
+import pytest
+from accelkit import ConfigurationError, Registry, deadlines, detect_node
+from accelkit.detect import call_probe, detect_layers, library_session, run_command
+from accelkit.device import Device
+from accelkit.host import FakeHost, Host, LocalHost, ProbeEnv, ProbeFunction
+from accelkit.manager import AcceleratorManager
+from accelkit.settings import Budgets, seconds
+from core_fakes import Provides
+
+HANG_GUARD = 20.0
+"""Seconds after which a detection is taken as hung (every budget here is under 2 s)."""
+
+
+@pytest.fixture
+def release() -> Iterator[threading.Event]:
+    """Set at the end of the test, so every blocked call returns and its thread ends."""
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+class MachineHost(FakeHost):
+    """Fake files and libraries, but real commands and probe processes."""
+
+    def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> Any:
+        return LocalHost().run(argv, timeout=timeout)
+
+    def has_library(self, name: str) -> bool:
+        return True
+
+    def probe(
+        self,
+        function: ProbeFunction,
+        *args: Any,
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> Any:
+        return LocalHost().probe(function, *args, timeout=timeout, env=env)
+
+
+class Healthy(AcceleratorManager):
+    name = "healthy"
+    resource_name = "GOOD"
+
+    def detect(self, host: Host) -> list[Device]:
+        return [Device("0")]
+
+
+class HangingCommand(AcceleratorManager):
+    name = "command"
+    resource_name = "CMD"
+
+    def detect(self, host: Host) -> list[Device]:
+        return [Device("0")] if run_command(host, ["sleep", "60"]) is not None else []
+
+
+class HangingLibrary(AcceleratorManager):
+    """A library layer whose init blocks, then a command layer that answers."""
+
+    name = "library"
+    resource_name = "LIB"
+
+    def detect(self, host: Host) -> list[Device]:
+        return detect_layers(host, ("library", self._library), ("command", self._command))
+
+    def _library(self, host: Host) -> Optional[list[Device]]:
+        with library_session(host, "hungsmi", "init", "shutdown") as smi:
+            return None if smi is None else [Device("lib")]
+
+    def _command(self, host: Host) -> Optional[list[Device]]:
+        return [Device("0"), Device("1")]
+
+
+class DyingProbe(AcceleratorManager):
+    name = "probe"
+    resource_name = "PRB"
+
+    def detect(self, host: Host) -> list[Device]:
+        return [Device("0")] if call_probe(host, probe_targets.die, library="json") else []
+
+
+class Blocking(AcceleratorManager):
+    """A third-party ``detect()`` that blocks until released."""
+
+    resource_name = "BLK"
+
+    def __init__(self, name: str, release: threading.Event) -> None:
+        self.name = name
+        self.release = release
+        self.calls = 0
+
+    def detect(self, host: Host) -> list[Device]:
+        self.calls += 1
+        self.release.wait()
+        return [Device("0")]
+
+
+def hung_library(release: threading.Event) -> types.SimpleNamespace:
+    return types.SimpleNamespace(init=release.wait, shutdown=lambda: None)
+
+
+def budgets(monkeypatch: pytest.MonkeyPatch, **values: str) -> None:
+    for name, value in values.items():
+        monkeypatch.setenv(f"ACCELKIT_{name.upper()}_TIMEOUT", value)
+
+
+def errors(node: Any, family: str) -> list[str]:
+    return [d.message for d in node.diagnostics if d.family == family and d.level == "error"]
+
+
+def test_each_kind_of_hang_is_cut_reported_and_the_others_answer(
+    monkeypatch: pytest.MonkeyPatch, release: threading.Event
+) -> None:
+    budgets(monkeypatch, command="0.3", library="0.3", detect="1.5")
+    managers = [
+        Healthy(),
+        HangingCommand(),
+        HangingLibrary(),
+        DyingProbe(),
+        Blocking("thirdparty", release),
+    ]
+    plugins = Registry([Provides(managers)], autoload=False)
+    host = MachineHost(modules={"hungsmi": hung_library(release)})
+    started = time.monotonic()
+    node = detect_node(host, registry=plugins)
+    assert time.monotonic() - started < HANG_GUARD
+    assert node.resources == {"GOOD": 1.0, "LIB": 2.0}
+    assert [m for m in errors(node, "command") if "timed out" in m and "0.3s" in m]
+    assert errors(node, "library") == [
+        "library layer timed out: hungsmi.init() did not return within 0.3s"
+    ]
+    assert [m for m in errors(node, "probe") if "exited with code 3" in m]
+    assert errors(node, "thirdparty") == [
+        "detect() did not finish within 1.5s (ACCELKIT_DETECT_TIMEOUT); no devices"
+    ]
+    assert errors(node, "healthy") == []
+    problems = {info.name: info.problems for info in plugins.report()}
+    assert problems["test-managers"] == tuple(
+        m for f in ("command", "library", "probe", "thirdparty") for m in errors(node, f)
+    )
+
+
+def test_one_deadline_however_many_families_hang(
+    monkeypatch: pytest.MonkeyPatch, release: threading.Event
+) -> None:
+    budgets(monkeypatch, detect="0.5")
+    hung = [Blocking(f"hung{n}", release) for n in range(6)]
+    plugins = Registry([Provides([*hung, Healthy()])], autoload=False)
+    started = time.monotonic()
+    node = detect_node(FakeHost(), registry=plugins)
+    assert time.monotonic() - started < HANG_GUARD
+    assert node.resources == {"GOOD": 1.0}
+    cut = "detect() did not finish within 0.5s (ACCELKIT_DETECT_TIMEOUT); no devices"
+    assert all(errors(node, m.name) == [cut] for m in hung)
+
+
+def test_a_family_still_hung_is_not_detected_again_until_it_returns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    budgets(monkeypatch, detect="0.3")
+    release = threading.Event()
+    stuck = Blocking("stuck", release)
+    plugins = Registry([Provides([stuck, Healthy()])], autoload=False)
+    detect_node(FakeHost(), registry=plugins)
+    again = detect_node(FakeHost(), registry=plugins)
+    assert stuck.calls == 1
+    (skipped,) = errors(again, "stuck")
+    assert skipped.startswith("detection skipped: stuck detect() has not returned from an earlier")
+    release.set()
+    for _ in range(100):  # the abandoned thread returns once released, then detection resumes
+        node = detect_node(FakeHost(), registry=plugins)
+        if not errors(node, "stuck"):
+            break
+        time.sleep(0.05)
+    assert node.resources == {"BLK": 1.0, "GOOD": 1.0}
+    assert stuck.calls == 2
+
+
+def test_a_library_still_hung_is_not_initialised_again(
+    monkeypatch: pytest.MonkeyPatch, release: threading.Event
+) -> None:
+    budgets(monkeypatch, library="0.2")
+    calls: list[str] = []
+
+    def init() -> None:
+        calls.append("init")
+        release.wait()
+
+    host = FakeHost(modules={"hungsmi": types.SimpleNamespace(init=init, shutdown=print)})
+    plugins = Registry([Provides([HangingLibrary()])], autoload=False)
+    first = detect_node(host, registry=plugins)
+    second = detect_node(host, registry=plugins)
+    assert calls == ["init"]
+    assert errors(first, "library") == [
+        "library layer timed out: hungsmi.init() did not return within 0.2s"
+    ]
+    (again,) = errors(second, "library")
+    assert "hungsmi.init() has not returned from an earlier call" in again
+    assert second.resources == {"LIB": 2.0}
+
+
+def test_budgets_are_read_from_the_environment_and_bad_values_name_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert Budgets.from_env({}) == Budgets(command=10, probe=20, library=10, detection=30)
+    given = {"ACCELKIT_COMMAND_TIMEOUT": " 2.5 ", "ACCELKIT_DETECT_TIMEOUT": "60"}
+    assert Budgets.from_env(given) == Budgets(command=2.5, detection=60)
+    for bad in ("0", "-1", "nan", "inf", "soon", "1e999"):
+        with pytest.raises(ConfigurationError, match=rf"ACCELKIT_PROBE_TIMEOUT='{bad}'"):
+            seconds({"ACCELKIT_PROBE_TIMEOUT": bad}, "ACCELKIT_PROBE_TIMEOUT", 20)
+    monkeypatch.setenv("ACCELKIT_DETECT_TIMEOUT", "never")
+    with pytest.raises(ConfigurationError, match="ACCELKIT_DETECT_TIMEOUT='never'"):
+        detect_node(FakeHost(), registry=Registry([Provides([Healthy()])], autoload=False))
+
+
+def test_a_command_is_killed_at_the_detection_deadline_before_its_own_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    budgets(monkeypatch, command="60", detect="0.5")
+    plugins = Registry([Provides([HangingCommand()])], autoload=False)
+    started = time.monotonic()
+    node = detect_node(MachineHost(), registry=plugins)
+    assert time.monotonic() - started < HANG_GUARD
+    assert node.devices == []
+    assert errors(node, "command"), node.diagnostics
+
+
+class Exiting(AcceleratorManager):
+    name = "exiting"
+    resource_name = "EXIT"
+
+    def detect(self, host: Host) -> list[Device]:
+        raise SystemExit(3)
+
+
+def test_a_detect_that_exits_ends_only_its_own_family() -> None:
+    plugins = Registry([Provides([Exiting(), Healthy()])], autoload=False)
+    node = detect_node(FakeHost(), registry=plugins)
+    assert node.resources == {"GOOD": 1.0}
+    assert errors(node, "exiting") == ["detection failed: SystemExit: 3"]
+
+
+def test_nothing_starts_once_the_deadline_has_passed() -> None:
+    with deadlines.clock(Budgets(detection=0.01)):
+        time.sleep(0.05)
+        with pytest.raises(TimeoutError, match="deadline passed"):
+            LocalHost().run(["sleep", "60"])
+        with pytest.raises(TimeoutError, match="deadline passed"):
+            LocalHost().probe(probe_targets.answer, 1)
