@@ -53,6 +53,7 @@ LAYERS = {
     # 6: allocation and training plans
     "scaling": 6,
     "allocator": 6,
+    "exports": 6,
     # 7: faces
     "cli": 7,
     "__init__": 7,
