@@ -56,6 +56,7 @@ LAYERS = {
     "exports": 6,
     # 7: faces
     "cli": 7,
+    "integrations": 7,
     "__init__": 7,
 }
 HOOK_RECORDS = {"node", "grant"}

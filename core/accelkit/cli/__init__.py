@@ -20,7 +20,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
-VERBS = ("ls", "plugins", "env", "resources", "snapshot", "check")
+VERBS = ("ls", "plugins", "env", "resources", "dask-worker", "snapshot", "check")
 """Verb modules in the order ``--help`` lists them."""
 
 
@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"accelkit {VERSION}")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB")
     for verb in VERBS:
-        importlib.import_module(f".{verb}", __name__).register(verbs, common)
+        importlib.import_module(f".{verb.replace('-', '_')}", __name__).register(verbs, common)
     return parser
 
 
