@@ -26,6 +26,8 @@ _LAZY = {
     "AccelkitError": "errors",
     "InvalidRequest": "errors",
     "Unsatisfiable": "errors",
+    "LedgerError": "errors",
+    "WorkerCrashed": "errors",
     "ConfigurationError": "errors",
     "PluginError": "errors",
     "PluginWarning": "errors",
@@ -61,9 +63,11 @@ if TYPE_CHECKING:
     from .errors import AccelkitError as AccelkitError
     from .errors import ConfigurationError as ConfigurationError
     from .errors import InvalidRequest as InvalidRequest
+    from .errors import LedgerError as LedgerError
     from .errors import PluginError as PluginError
     from .errors import PluginWarning as PluginWarning
     from .errors import Unsatisfiable as Unsatisfiable
+    from .errors import WorkerCrashed as WorkerCrashed
     from .grant import Grant as Grant
     from .hookspecs import hookimpl as hookimpl
     from .host import CommandResult as CommandResult

@@ -55,7 +55,9 @@ class Device:
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, JSON-ready; :meth:`from_dict` restores an equal device."""
-        return dataclasses.asdict(self)
+        # Every field is a plain value, so no deep copy (``dataclasses.asdict``) is needed: this
+        # runs for each device of each grant a ledger records.
+        return {name: getattr(self, name) for name in _FIELDS}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Device:
@@ -63,3 +65,6 @@ class Device:
         known = [f.name for f in dataclasses.fields(cls)]
         checked = check_keys(data, known, "a device", required=("id",))
         return cls(**checked)
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(Device))

@@ -6,9 +6,11 @@ __all__ = [
     "AccelkitError",
     "ConfigurationError",
     "InvalidRequest",
+    "LedgerError",
     "PluginError",
     "PluginWarning",
     "Unsatisfiable",
+    "WorkerCrashed",
 ]
 
 
@@ -37,3 +39,13 @@ class PluginError(AccelkitError, RuntimeError):
 
 class PluginWarning(RuntimeWarning):
     """A plugin failed to load or a hook call failed; the plugin (or its answer) was skipped."""
+
+
+class LedgerError(AccelkitError, RuntimeError):
+    """The node's ledger cannot be used as it is: corrupt, written by another accelkit version,
+    kept for another node, or in a place this process may not write. The message names the file
+    and what to do; accelkit never resets a ledger by itself."""
+
+
+class WorkerCrashed(AccelkitError, RuntimeError):
+    """A pool worker process ended while it ran a call (killed, crashed, or ``os._exit``)."""

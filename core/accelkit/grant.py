@@ -23,7 +23,14 @@ if TYPE_CHECKING:
     from .manager import AcceleratorManager
     from .registry import Registry
 
-__all__ = ["LOCAL_DEVICES_PREFIX", "NOSET_PREFIX", "SCHEMA_VERSION", "Grant", "numeric_order"]
+__all__ = [
+    "LOCAL_DEVICES_PREFIX",
+    "NOSET_PREFIX",
+    "SCHEMA_VERSION",
+    "Grant",
+    "numeric_order",
+    "worker_environ",
+]
 
 LOCAL_DEVICES_PREFIX = "ACCELKIT_LOCAL_DEVICES_"
 """``ACCELKIT_LOCAL_DEVICES_<FAMILY>=2,3``: the worker's own devices, by position in the visible
@@ -33,6 +40,20 @@ list, when ``Grant.env(peers=...)`` shows it its peers' devices too."""
 def numeric_order(device_id: str) -> tuple[int, int, str]:
     """Sort key: numeric ids by value ("2" before "10"), then the others by text."""
     return (0, int(device_id), "") if is_index(device_id) else (1, 0, device_id)
+
+
+def worker_environ(
+    changes: Mapping[str, Optional[str]], base: Optional[Mapping[str, str]] = None
+) -> dict[str, str]:
+    """A whole environment for a new process: ``base`` (None: ``os.environ``) with a grant's
+    ``env()`` applied, where None unsets a variable."""
+    environ = dict(os.environ if base is None else base)
+    for name, value in changes.items():
+        if value is None:
+            environ.pop(name, None)
+        else:
+            environ[name] = value
+    return environ
 
 
 SCHEMA_VERSION = 1

@@ -28,8 +28,11 @@ LAYERS = {
     "_json": 0,
     "_lazy": 0,
     "_version": 0,
-    # 1: the machine and the numbers
+    "poolworker": 0,  # a pool's worker process: the standard library only, before each call
+    # 1: the machine and the numbers, and the ledger's file and holders
     "host": 1,
+    "holder": 1,
+    "ledgerfile": 1,
     "quantities": 1,
     "placement": 1,
     # 2: the contract, the node record and the shared detection helpers: all a plugin imports
@@ -50,13 +53,16 @@ LAYERS = {
     "runtime": 5,
     "request": 5,
     "snapshot": 5,
-    # 6: allocation and training plans
+    # 6: allocation, the node's shared ledger, and training plans
     "scaling": 6,
     "allocator": 6,
     "exports": 6,
+    "ledger": 6,
+    "workerprocess": 6,
     # 7: faces
     "cli": 7,
     "integrations": 7,
+    "pool": 7,
     "__init__": 7,
 }
 HOOK_RECORDS = {"node", "grant"}

@@ -38,6 +38,12 @@ LIGHT = (
         (f"import accelkit; {'; '.join(f'accelkit.{n}' for n in LIGHT)}", False),
         ("import accelkit.registry", True),
         ("import accelkit; accelkit.Node; accelkit.detect_node; accelkit.hookimpl", True),
+        # `accelkit ps`: reading a ledger needs no node, so no plugin and no detection.
+        (
+            "import tempfile; from accelkit.ledger import Ledger; import accelkit.pool; "
+            "Ledger(tempfile.mkdtemp() + '/ledger.json').grants()",
+            False,
+        ),
     ],
 )
 def test_import_loads_no_plugin_and_scans_no_entry_point(

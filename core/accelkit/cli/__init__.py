@@ -20,7 +20,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
-VERBS = ("ls", "plugins", "env", "resources", "dask-worker", "snapshot", "check")
+VERBS = ("ls", "plugins", "env", "run", "ps", "resources", "dask-worker", "snapshot", "check")
 """Verb modules in the order ``--help`` lists them."""
 
 

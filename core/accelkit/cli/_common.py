@@ -7,9 +7,15 @@ import json
 import sys
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ..host import Host, LocalHost
+
+if TYPE_CHECKING:
+    from ..grant import Grant
+    from ..holder import Holder
+    from ..ledger import Ledger
+    from ..node import Node
 
 
 def host_from_args(args: argparse.Namespace) -> Host:
@@ -39,6 +45,25 @@ def add_override_option(parser: argparse.ArgumentParser, note: str) -> None:
         type=override,
         metavar="RES=N",
         help=f"treat the node as having N of resource RES (repeatable; {note})",
+    )
+
+
+def add_request_options(parser: argparse.ArgumentParser, verb: str) -> None:
+    """``-r RES=Q`` (repeatable) and ``--hide-others``: a request, and whether its worker sees
+    the families it did not ask for."""
+    parser.add_argument(
+        "-r",
+        "--request",
+        action="append",
+        default=[],
+        metavar="RES=Q",
+        help=f"{verb} Q of resource RES (repeatable): GPU=0.5, neuron_cores=2, TPU=4, "
+        "accelerator_type=H100",
+    )
+    parser.add_argument(
+        "--hide-others",
+        action="store_true",
+        help="also hide the node's accelerator families the request does not use",
     )
 
 
@@ -87,3 +112,38 @@ def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
         "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
         for row in (header, *rows)
     ]
+
+
+def add_ledger_option(parser: argparse.ArgumentParser) -> None:
+    """``--ledger PATH``: the ledger a group shares instead of the per-user default."""
+    parser.add_argument(
+        "--ledger",
+        metavar="PATH",
+        default=None,
+        help="the node's ledger file (default: $ACCELKIT_LEDGER, else per user in "
+        "$XDG_RUNTIME_DIR/accelkit/ or the temp directory); a group shares one by giving "
+        "the same PATH in a directory every member can write",
+    )
+
+
+def open_ledger(args: argparse.Namespace, node: Optional[Node] = None) -> Ledger:
+    """The ledger ``--ledger`` names (or the default one), for ``node``."""
+    from ..ledger import Ledger
+
+    return Ledger(args.ledger, node)
+
+
+def grant_text(grant: Grant) -> str:
+    """``GPU 0,1`` or ``GPU 0 (0.5)``: what a grant holds, as people say it."""
+    parts = []
+    for resource, ids in grant.ids.items():
+        shares = [share for device, share in grant.devices if device.resource_name == resource]
+        part = f"{resource} {','.join(ids)}"
+        parts.append(part if all(s == 1.0 for s in shares) else f"{part} ({shares[0]:g})")
+    return "; ".join(parts) or "nothing"
+
+
+def process_text(holder: Holder) -> str:
+    """``pid 41 (sleep 60)``."""
+    command = holder.command()
+    return f"pid {holder.pid} ({command})" if command else f"pid {holder.pid}"

@@ -17,6 +17,7 @@ from typing import Any, Optional, Union
 from . import EXIT_FAILED, EXIT_OK
 from ._common import (
     add_override_option,
+    add_request_options,
     host_from_args,
     print_json,
     resource_quantity,
@@ -46,21 +47,8 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
             "or could never fit on this node (the message says what the node has)."
         ),
     )
-    parser.add_argument(
-        "-r",
-        "--request",
-        action="append",
-        default=[],
-        metavar="RES=Q",
-        help="request Q of resource RES (repeatable): GPU=0.5, neuron_cores=2, TPU=4, "
-        "accelerator_type=H100",
-    )
+    add_request_options(parser, "request")
     add_override_option(parser, "as `accelkit ls` does")
-    parser.add_argument(
-        "--hide-others",
-        action="store_true",
-        help="also hide the node's accelerator families the request does not use",
-    )
     parser.add_argument(
         "--no-hints",
         action="store_true",

@@ -1,0 +1,152 @@
+"""``accelkit run``: take a grant from the node's ledger, then become the command that uses it.
+
+The grant is recorded under this process's pid and start time, and then this process ``exec``s
+the command: the holder in the ledger *is* the command, so the grant lives exactly as long as it
+does, signals reach it directly, and its exit status is the command's own. A kill -9 at any
+moment leaves nothing behind: before the exec the grant is not yet recorded or is this process's
+own, after it the grant is the command's, and the next decision reclaims the grant of a process
+that is gone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TYPE_CHECKING, Any, Optional
+
+from ._common import (
+    add_ledger_option,
+    add_override_option,
+    add_request_options,
+    grant_text,
+    host_from_args,
+    open_ledger,
+    process_text,
+)
+from .env import parse_request
+
+if TYPE_CHECKING:
+    from ..grant import Grant
+    from ..ledger import Ledger, LedgerView
+
+EXIT_BUSY = 75
+"""The request does not fit now and ``--wait`` was not given (sysexits' EX_TEMPFAIL)."""
+EXIT_TIMED_OUT = 124
+"""``--wait --timeout S`` ran out before the request fit (as timeout(1) says it)."""
+EXIT_CANNOT_EXECUTE = 126
+EXIT_NOT_FOUND = 127
+"""The command could not be run: the shell's codes. The grant is given back first."""
+
+
+def register(verbs: Any, common: argparse.ArgumentParser) -> None:
+    """Add the ``run`` verb."""
+    parser = verbs.add_parser(
+        "run",
+        parents=[common],
+        help="take devices from this node's ledger and run a command on them",
+        description=(
+            "Take a grant from this node's ledger (shared by every accelkit run and "
+            "AcceleratorPool of this user, or of the group sharing --ledger), print which "
+            "devices it holds, then replace this process with CMD, run with the grant's "
+            "visibility environment. The grant is CMD's until CMD ends, however it ends."
+        ),
+        epilog=(
+            f"Exit status: CMD's own once it runs. Before that: {EXIT_BUSY} when the request "
+            f"does not fit now (without --wait), {EXIT_TIMED_OUT} when --timeout runs out, "
+            "2 for a malformed request or one this node can never serve, or a ledger that "
+            f"cannot be used, {EXIT_NOT_FOUND} when CMD is not found and "
+            f"{EXIT_CANNOT_EXECUTE} when it cannot be executed."
+        ),
+    )
+    add_request_options(parser, "take")
+    parser.add_argument(
+        "--wait", action="store_true", help="wait in arrival order until the request fits"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=None,
+        metavar="S",
+        help="with --wait: give up after S seconds",
+    )
+    add_ledger_option(parser)
+    add_override_option(parser, "as `accelkit ls` does")
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Take the grant (waiting if asked), say what it holds, and exec the command."""
+    from ..pipeline import detect_node
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise ValueError("give the command to run after --: accelkit run -r GPU=1 -- CMD ...")
+    if not args.request:
+        raise ValueError("say what to take with -r RES=Q, e.g. -r GPU=1")
+    if args.timeout is not None and not args.wait:
+        raise ValueError("--timeout applies to --wait: give both")
+    request, accelerator_type = parse_request(args.request)
+    node = detect_node(host_from_args(args), dict(args.override) or None)
+    ledger = open_ledger(args, node)
+    grant = ledger.acquire(
+        request,
+        wait=args.wait,
+        timeout=args.timeout,
+        accelerator_type=accelerator_type,
+        on_wait=lambda view: _say(f"waiting for {', '.join(args.request)}: {_waits_for(view)}"),
+    )
+    if grant is None:
+        wants = ", ".join(args.request)
+        if args.wait:
+            _say(f"{wants} did not fit within {args.timeout:g} s; gave up")
+            return EXIT_TIMED_OUT
+        _say(f"{wants} does not fit now ({_holders_text(ledger.view())}); use --wait to queue")
+        return EXIT_BUSY
+    return _exec(command, grant, ledger, args.hide_others)
+
+
+def _exec(command: list[str], grant: Grant, ledger: Ledger, hide_others: bool) -> int:
+    """Become ``command`` with the grant's environment; give the grant back if that fails."""
+    from ..grant import worker_environ
+
+    environ = worker_environ(grant.env(hide_others=hide_others))
+    _say(f"took {grant_text(grant)}")
+    sys.stdout.flush()
+    try:
+        os.execvpe(command[0], command, environ)
+    except OSError as error:
+        ledger.discard(grant)
+        _say(f"cannot run {command[0]!r}: {error.strerror}")
+        return EXIT_NOT_FOUND if isinstance(error, FileNotFoundError) else EXIT_CANNOT_EXECUTE
+
+
+def _waits_for(view: LedgerView) -> str:
+    """The holders, and the requests that came first."""
+    ahead = "".join(
+        f"; before it, {process_text(w.holder)} waits for {w.wants}" for w in view.waiting
+    )
+    return _holders_text(view) + ahead
+
+
+def _holders_text(view: LedgerView) -> str:
+    if not view.holdings:
+        return "nothing is held"
+    return "; ".join(
+        f"{grant_text(h.grant)} held by {process_text(h.holder)}" for h in view.holdings
+    )
+
+
+def _say(message: str) -> None:
+    print(f"accelkit run: {message}", file=sys.stderr, flush=True)
+
+
+def _seconds(text: str) -> Optional[float]:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (e.g. 30 or 0.5)")
+    return value

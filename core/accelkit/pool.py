@@ -1,0 +1,300 @@
+"""``AcceleratorPool``: a ``concurrent.futures`` executor whose calls run on granted devices.
+
+Each call names the resources it needs (``resources={"GPU": 0.5}``). The pool takes a grant for
+it from the node's :class:`~accelkit.ledger.Ledger` (so pools and ``accelkit run`` on one
+machine never hand out a device twice), starts a worker process with the grant's visibility
+environment (set before the function's module is imported), and makes that process the grant's
+holder: the grant lives exactly as long as the process that may hold device memory.
+
+``max_calls`` follows the seeds: 1 (the default for calls that use accelerator devices) gives
+each call a fresh process, because frameworks keep device memory until their process exits; 0
+(the default for calls without devices) reuses a worker without limit; N recycles it after N
+calls. An idle worker keeps its grant, and serves later calls with the same request; the pool
+stops idle workers when it needs their room. Calls wait in submission order.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+from collections import deque
+from collections.abc import Mapping
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
+
+from .errors import WorkerCrashed
+from .holder import Holder
+from .ledger import Ledger, fingerprint
+from .request import validate_request
+from .workerprocess import WorkerProcess, main_path
+
+if TYPE_CHECKING:
+    from .node import Node
+    from .registry import Registry
+
+__all__ = ["AcceleratorPool"]
+
+T = TypeVar("T")
+
+
+@dataclass
+class _Call:
+    """A submitted call: what to run, what it needs, and which workers may run it."""
+
+    future: Future[Any]
+    payload: bytes
+    main: Optional[str]
+    name: str
+    request: dict[str, object]
+    key: Any
+
+
+class AcceleratorPool(Executor):
+    """Run calls in worker processes that see exactly the devices granted to them.
+
+    ``node`` None: the ledger's node (detected). ``max_workers`` None: the larger of the CPU
+    count and the node's device count. ``ledger`` None: the node's default ledger, the one
+    ``accelkit run`` uses. ``registry`` serves the families' plugins (None: the default one).
+    """
+
+    def __init__(
+        self,
+        node: Optional[Node] = None,
+        max_workers: Optional[int] = None,
+        *,
+        ledger: Optional[Ledger] = None,
+        registry: Optional[Registry] = None,
+    ) -> None:
+        if max_workers is not None and (not isinstance(max_workers, int) or max_workers < 1):
+            raise ValueError(f"max_workers must be a whole number above 0, not {max_workers!r}")
+        self._ledger = ledger if ledger is not None else Ledger(None, node, registry=registry)
+        self._node = node if node is not None else self._ledger.node
+        if fingerprint(self._node) != fingerprint(self._ledger.node):
+            raise ValueError(
+                f"the pool's node ({fingerprint(self._node)['summary']}) is not the node of "
+                f"its ledger {self._ledger.path} ({fingerprint(self._ledger.node)['summary']}): "
+                "give the ledger that node, or leave node out"
+            )
+        self._registry = registry
+        self._max_workers = max_workers or max(os.cpu_count() or 1, len(self._node.devices))
+        self._device_resources = {d.resource_name for d in self._node.devices}
+        self._pending: deque[_Call] = deque()
+        self._idle: list[WorkerProcess] = []
+        self._busy = 0
+        self._condition = threading.Condition()
+        self._closing = False
+        self._dispatcher: Optional[threading.Thread] = None
+
+    # -- the Executor interface --------------------------------------------------------------
+    def submit(  # type: ignore[override]
+        self,
+        fn: Callable[..., T],
+        /,
+        *args: Any,
+        resources: Optional[Mapping[str, object]] = None,
+        max_calls: Optional[int] = None,
+        **kwargs: Any,
+    ) -> Future[T]:
+        """Schedule ``fn(*args, **kwargs)`` on a worker holding ``resources``.
+
+        ``max_calls`` None: 1 when ``resources`` names a device resource of the node (a fresh
+        process per call), else 0 (reuse). ``fn`` and its arguments must pickle; a function
+        of the ``__main__`` script is found by importing that script in the worker (guard its
+        top-level work with ``if __name__ == "__main__":``, as for ``multiprocessing``).
+
+        Raises at once: :class:`~accelkit.Unsatisfiable` for a request this node can never
+        serve, :class:`~accelkit.InvalidRequest` for a malformed one, ``ValueError`` for a bad
+        ``max_calls``, pickling errors for a call that cannot be sent to a process, and
+        ``RuntimeError`` after :meth:`shutdown`.
+        """
+        request = dict(resources or {})
+        validate_request(request, self._node, registry=self._registry)
+        if max_calls is None:
+            max_calls = 1 if self._device_resources.intersection(request) else 0
+        if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 0:
+            raise ValueError(
+                f"max_calls must be 0 (reuse without limit), 1 (a fresh process per call) or "
+                f"a larger whole number (recycle after that many calls), not {max_calls!r}"
+            )
+        payload = pickle.dumps((fn, args, kwargs))
+        future: Future[T] = Future()
+        key = (tuple(sorted((name, repr(q)) for name, q in request.items())), max_calls)
+        name = getattr(fn, "__qualname__", repr(fn))
+        main = main_path() if b"__main__" in payload else None
+        call = _Call(future, payload, main, name, request, key)
+        with self._condition:
+            if self._closing:
+                raise RuntimeError("cannot schedule new calls after shutdown")
+            self._pending.append(call)
+            if self._dispatcher is None:
+                self._dispatcher = threading.Thread(
+                    target=self._dispatch, name="accelkit-pool", daemon=True
+                )
+                self._dispatcher.start()
+            self._condition.notify_all()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """No more calls; with ``cancel_futures`` drop those not started; with ``wait`` return
+        once every call has finished and every worker has stopped (grants given back)."""
+        with self._condition:
+            self._closing = True
+            if cancel_futures:
+                for call in self._pending:
+                    call.future.cancel()
+                self._pending.clear()
+            self._condition.notify_all()
+            dispatcher = self._dispatcher
+        if dispatcher is None:
+            return
+        if wait:
+            dispatcher.join()
+
+    # -- dispatching -------------------------------------------------------------------------
+    def _dispatch(self) -> None:
+        """Serve calls in submission order until shut down and drained."""
+        while True:
+            with self._condition:
+                call = self._next_call()
+                if call is None:
+                    break
+                worker = self._reusable(call)
+                spare = None
+                if worker is None and self._busy + len(self._idle) >= self._max_workers:
+                    spare = self._idle.pop(0) if self._idle else None
+                    if spare is None:
+                        self._condition.wait()  # every worker is busy: wait for one
+                        continue
+            if spare is not None:
+                self._retire(spare)
+                continue
+            if worker is None:
+                try:
+                    worker = self._start_worker(call)
+                except BaseException as error:  # the ledger, or the process, failed this call
+                    self._fail(call, error)
+                    continue
+                if worker is None:
+                    continue
+            self._run(worker, call)
+        self._stop_idle()
+
+    def _next_call(self) -> Optional[_Call]:
+        """The first call still wanted (None: shut down and nothing left); lock held."""
+        while True:
+            while self._pending and self._pending[0].future.cancelled():
+                self._pending.popleft()
+            if self._pending:
+                return self._pending[0]
+            if self._closing:
+                while self._busy:
+                    self._condition.wait()
+                return None
+            self._condition.wait()
+
+    def _reusable(self, call: _Call) -> Optional[WorkerProcess]:
+        """An idle worker made for this kind of call; lock held. Idle workers found dead
+        (killed between calls) are retired on the way, which gives their grants back."""
+        for worker in list(self._idle):
+            if not worker.alive():
+                self._idle.remove(worker)
+                self._retire(worker)
+            elif worker.key == call.key:
+                self._idle.remove(worker)
+                return worker
+        return None
+
+    def _start_worker(self, call: _Call) -> Optional[WorkerProcess]:
+        """A new worker holding a fresh grant for ``call`` (None: try again, something changed)."""
+
+        def changed() -> bool:
+            with self._condition:
+                return call.future.cancelled() or bool(self._idle)
+
+        grant = self._ledger.acquire(call.request, wait=True, stop=changed)
+        if grant is None:
+            with self._condition:
+                reusable = any(worker.key == call.key for worker in self._idle)
+                spare = self._idle.pop(0) if self._idle and not reusable else None
+            if spare is not None:
+                self._retire(spare)  # its grant may be the room this call waits for
+            return None
+        env = grant.env(hide_others=True, registry=self._registry)
+        try:
+            worker = WorkerProcess(grant, env, call.key)
+        except BaseException:
+            self._ledger.discard(grant)
+            raise
+        holder = Holder.of(worker.pid)
+        if holder is not None:
+            self._ledger.transfer(grant, holder)
+        return worker
+
+    def _fail(self, call: _Call, error: BaseException) -> None:
+        """Fail a call that never started."""
+        with self._condition:
+            if self._pending and self._pending[0] is call:
+                self._pending.popleft()
+        if call.future.set_running_or_notify_cancel():
+            call.future.set_exception(error)
+
+    def _run(self, worker: WorkerProcess, call: _Call) -> None:
+        """Start ``call`` on ``worker`` in a thread of its own (or give the worker back if the
+        call was cancelled meanwhile)."""
+        with self._condition:
+            if self._pending and self._pending[0] is call:
+                self._pending.popleft()
+            if not call.future.set_running_or_notify_cancel():
+                self._idle.append(worker)
+                return
+            self._busy += 1
+        threading.Thread(target=self._serve, args=(worker, call), daemon=True).start()
+
+    def _serve(self, worker: WorkerProcess, call: _Call) -> None:
+        """Run the call, then keep or stop its worker, then settle the future."""
+        try:
+            result = worker.call(call.payload, call.main, call.name)
+        except WorkerCrashed as crash:
+            self._retire(worker)
+            self._settle(call, error=crash)
+        except BaseException as error:
+            self._finish(worker)
+            self._settle(call, error=error)
+        else:
+            self._finish(worker)
+            self._settle(call, result=result)
+
+    def _finish(self, worker: WorkerProcess) -> None:
+        """Keep a worker for more calls, or stop it once it has served ``max_calls``."""
+        limit = worker.key[1]
+        if (limit and worker.calls >= limit) or not worker.alive():
+            self._retire(worker)
+        else:
+            with self._condition:
+                self._idle.append(worker)
+
+    def _settle(
+        self, call: _Call, *, result: Any = None, error: Optional[BaseException] = None
+    ) -> None:
+        with self._condition:
+            self._busy -= 1
+            self._condition.notify_all()
+        if error is None:
+            call.future.set_result(result)
+        else:
+            call.future.set_exception(error)
+
+    def _retire(self, worker: WorkerProcess) -> None:
+        """Stop a worker, then give its grant back (only then are its devices free)."""
+        worker.stop()
+        self._ledger.discard(worker.grant)
+        with self._condition:
+            self._condition.notify_all()
+
+    def _stop_idle(self) -> None:
+        with self._condition:
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            self._retire(worker)

@@ -1,0 +1,72 @@
+"""``python -m accelkit.poolworker FD``: a pool's worker process, running the calls it is sent.
+
+The pool starts this process with the grant's visibility environment already in place, so the
+variables are there before any of the caller's modules is imported (frameworks read them once,
+at import or first use). It imports nothing but the standard library before the first call: a
+call's function, and its module, are unpickled here, in the prepared environment.
+
+Messages over the socket ``FD`` (``multiprocessing.connection`` framing): first the setup
+``{"sys_path": [...]}``; then, per call, ``(main_path, payload)`` where ``payload`` pickles
+``(fn, args, kwargs)`` and ``main_path`` is the caller's ``__main__`` script when the payload
+refers to it (None otherwise); each answer pickles ``(True, result)`` or
+``(False, exception, traceback_text)``. The process ends when the pool closes the socket.
+"""
+
+from __future__ import annotations
+
+import pickle
+import runpy
+import sys
+import traceback
+import types
+from multiprocessing.connection import Connection
+from typing import Any
+
+__all__ = ["MAIN_ALIAS", "main"]
+
+MAIN_ALIAS = "__mp_main__"
+"""The name the caller's ``__main__`` script is imported under here, as multiprocessing does,
+so its ``if __name__ == "__main__":`` block does not run again."""
+
+
+def main(argv: list[str]) -> int:
+    """Serve calls until the pool goes away."""
+    connection = Connection(int(argv[1]))
+    setup = connection.recv()
+    sys.path[:] = setup["sys_path"]
+    imported_main = False
+    while True:
+        try:
+            main_path, payload = connection.recv()
+        except EOFError:
+            return 0
+        if main_path is not None and not imported_main:
+            _import_main(main_path)
+            imported_main = True
+        connection.send_bytes(_answer(payload))
+
+
+def _answer(payload: bytes) -> bytes:
+    """Run one call; its result or its exception, pickled (with the traceback as text)."""
+    try:
+        fn, args, kwargs = pickle.loads(payload)
+        outcome: tuple[Any, ...] = (True, fn(*args, **kwargs))
+    except BaseException as error:
+        outcome = (False, error, traceback.format_exc())
+    try:
+        return pickle.dumps(outcome)
+    except Exception as error:
+        what = "result" if outcome[0] else f"exception {outcome[1]!r}"
+        stand_in = RuntimeError(f"the call's {what} cannot be pickled back to the pool: {error}")
+        return pickle.dumps((False, stand_in, outcome[2] if len(outcome) > 2 else ""))
+
+
+def _import_main(path: str) -> None:
+    """Import the caller's script as ``__mp_main__`` and let ``__main__`` name it too."""
+    module = types.ModuleType(MAIN_ALIAS)
+    module.__dict__.update(runpy.run_path(path, run_name=MAIN_ALIAS))
+    sys.modules[MAIN_ALIAS] = sys.modules["__main__"] = module
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

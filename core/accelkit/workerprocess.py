@@ -1,0 +1,106 @@
+"""``WorkerProcess``: the pool's side of one worker process (:mod:`accelkit.poolworker`).
+
+A worker is started for one grant, with that grant's environment, and keeps the grant for as long
+as it lives: frameworks keep device memory until their process exits, so the devices are not free
+before then. Calls are sent one at a time; a worker that dies mid-call is reported as
+:class:`~accelkit.WorkerCrashed`, saying how it ended.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping
+from multiprocessing.connection import Connection
+from typing import Any, Optional
+
+from .errors import WorkerCrashed
+from .grant import Grant, worker_environ
+
+__all__ = ["RemoteTraceback", "WorkerProcess", "main_path"]
+
+_STOP_SECONDS = 5.0
+"""How long a worker told to stop may take to exit before it is killed."""
+
+
+class RemoteTraceback(Exception):
+    """The traceback of an exception raised in a worker, set as that exception's ``__cause__``."""
+
+    def __str__(self) -> str:
+        return f"\n\n(raised in the pool's worker process)\n{self.args[0]}"
+
+
+class WorkerProcess:
+    """One worker process holding ``grant``; ``key`` says which calls may reuse it."""
+
+    def __init__(self, grant: Grant, env: Mapping[str, Optional[str]], key: Any) -> None:
+        self.grant = grant
+        self.key = key
+        self.calls = 0
+        ours, theirs = socket.socketpair()
+        with ours, theirs:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "accelkit.poolworker", str(theirs.fileno())],
+                env=worker_environ(env),
+                stdin=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+            )
+            self._connection = Connection(os.dup(ours.fileno()))
+        self._connection.send({"sys_path": list(sys.path)})
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def call(self, payload: bytes, main: Optional[str], name: str) -> Any:
+        """Run one pickled call; its result, or raise its exception (or WorkerCrashed)."""
+        try:
+            self._connection.send((main, payload))
+            answer = self._connection.recv_bytes()
+        except (EOFError, OSError):
+            raise self._crashed(name) from None
+        finally:
+            self.calls += 1
+        outcome = pickle.loads(answer)
+        if outcome[0]:
+            return outcome[1]
+        error: BaseException = outcome[1]
+        error.__cause__ = RemoteTraceback(outcome[2])
+        raise error
+
+    def stop(self) -> None:
+        """Let the worker exit (it ends when its socket closes); kill it if it lingers."""
+        self._connection.close()
+        try:
+            self.process.wait(timeout=_STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def _crashed(self, name: str) -> WorkerCrashed:
+        self._connection.close()
+        code = self.process.wait()
+        if code < 0:
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+        else:
+            how = f"exited with status {code}"
+        return WorkerCrashed(
+            f"the worker process (pid {self.pid}) running {name} {how} before the call "
+            f"returned; its grant {self.grant!r} is given back"
+        )
+
+
+def main_path() -> Optional[str]:
+    """The caller's ``__main__`` script (a worker imports it to find functions defined there)."""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    return path if isinstance(path, str) and path.endswith(".py") else None

@@ -1,0 +1,48 @@
+"""Functions the pool tests run in worker processes. ``SEEN_AT_IMPORT`` is what this module saw
+when a worker imported it, which the pool must have set before."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+SEEN_AT_IMPORT = os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def visible() -> tuple[int, str | None, str | None]:
+    """(pid, CUDA_VISIBLE_DEVICES at import, and now)."""
+    return os.getpid(), SEEN_AT_IMPORT, os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def pid() -> int:
+    return os.getpid()
+
+
+def clock() -> float:
+    """When the call started (the monotonic clock is one for every process of a machine)."""
+    return time.monotonic()
+
+
+def add(a: int, b: int = 0) -> int:
+    return a + b
+
+
+def fail(message: str) -> None:
+    raise KeyError(message)
+
+
+def exit_abruptly(code: int) -> None:
+    os._exit(code)
+
+
+def hold(gate: str, started: str) -> str:
+    """Say it started (with its pid), then hold its worker until the file ``gate`` exists."""
+    Path(started).write_text(str(os.getpid()))
+    while not Path(gate).exists():
+        time.sleep(0.01)
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "")
+
+
+def touch(path: str) -> None:
+    Path(path).touch()

@@ -1,0 +1,213 @@
+"""`accelkit run` and `accelkit ps` on an example node: concurrent runs, waiting, exit codes, and
+a kill -9 audit."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from accelkit import Node
+from accelkit.cli.run import EXIT_BUSY, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_TIMED_OUT
+from accelkit.ledger import Ledger
+from ledger_support import ROOT
+
+H100 = str(ROOT / "examples" / "nodes" / "nvidia-h100-8gpu")
+GATED = (
+    'echo $CUDA_VISIBLE_DEVICES; while [ ! -e "$0/go$CUDA_VISIBLE_DEVICES" ]; do sleep 0.02; done'
+)
+"""Print the granted GPU, then hold it until the test creates the file go<id>."""
+
+
+def accelkit(ledger: Path, verb: str, *argv: str) -> list[str]:
+    return [sys.executable, "-m", "accelkit.cli", verb, "--ledger", str(ledger), *argv]
+
+
+def run(ledger: Path, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(accelkit(ledger, *argv), capture_output=True, text=True, timeout=timeout)
+
+
+def start(ledger: Path, *argv: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        accelkit(ledger, *argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def gated(ledger: Path, gates: Path, *options: str) -> subprocess.Popen[str]:
+    return start(
+        ledger, "run", "-r", "GPU=1", "--host", H100, *options, "--", "sh", "-c", GATED, str(gates)
+    )
+
+
+def hold_everything(ledger: Path, gates: Path) -> subprocess.Popen[str]:
+    """A run holding all eight GPUs until the file ``go`` exists, once it holds them."""
+    script = 'echo; while [ ! -e "$0/go" ]; do sleep 0.02; done'
+    holder = start(
+        ledger, "run", "-r", "GPU=8", "--host", H100, "--", "sh", "-c", script, str(gates)
+    )
+    holder.stdout.readline()  # type: ignore[union-attr]
+    return holder
+
+
+def test_eight_runs_hold_eight_gpus_and_a_ninth_waits_its_turn(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.json"
+    runs = [gated(ledger, tmp_path) for _ in range(8)]
+    ids = [p.stdout.readline().strip() for p in runs]  # type: ignore[union-attr]
+    # All eight hold their GPU at once (none has been let go): eight different ids.
+    assert sorted(ids, key=int) == [str(i) for i in range(8)]
+    busy = run(ledger, "run", "-r", "GPU=1", "--host", H100, "--", "true")
+    assert busy.returncode == EXIT_BUSY
+    assert "GPU=1 does not fit now" in busy.stderr and "use --wait" in busy.stderr
+    ninth = gated(ledger, tmp_path, "--wait")
+    waiting = ninth.stderr.readline()  # type: ignore[union-attr]
+    assert waiting.startswith("accelkit run: waiting for GPU=1: GPU") and "held by pid" in waiting
+    (tmp_path / "go3").touch()  # the run holding GPU 3 ends; the ninth takes GPU 3
+    assert ninth.stdout.readline().strip() == "3"  # type: ignore[union-attr]
+    for i in range(8):
+        (tmp_path / f"go{i}").touch()
+    for process in [*runs, ninth]:
+        assert process.wait(timeout=60) == 0
+    assert Ledger(ledger).grants() == []
+
+
+def test_the_holder_is_the_command_and_its_exit_status_is_returned(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.json"
+    script = 'echo $$; while [ ! -e "$0/go" ]; do sleep 0.02; done; exit 7'
+    process = start(
+        ledger, "run", "-r", "GPU=0.5", "--host", H100, "--", "sh", "-c", script, str(tmp_path)
+    )
+    assert process.stdout.readline().strip() == str(process.pid)  # type: ignore[union-attr]
+    listing = json.loads(run(ledger, "ps", "--json").stdout)
+    assert [(g["pid"], g["ids"]) for g in listing["grants"]] == [(process.pid, {"GPU": ["0"]})]
+    assert listing["grants"][0]["command"].startswith("sh -c")
+    table = run(ledger, "ps").stdout.splitlines()
+    assert table[1].split()[:3] == ["PID", "AGE", "HOLDS"] and f"{process.pid}" in table[2]
+    assert "GPU 0 (0.5)" in table[2]
+    (tmp_path / "go").touch()
+    assert process.wait(timeout=60) == 7
+    assert "took GPU 0 (0.5)" in process.stderr.read()  # type: ignore[union-attr]
+    assert json.loads(run(ledger, "ps", "--json").stdout)["grants"] == []
+
+
+def test_the_command_sees_its_grant_and_with_hide_others_nothing_else(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.json"
+    mixed = str(ROOT / "examples" / "nodes" / "mixed-nvidia-ascend")
+    show = 'echo "$CUDA_VISIBLE_DEVICES $CUDA_DEVICE_ORDER ${ASCEND_RT_VISIBLE_DEVICES-unset}"'
+    for option, ascend in (("--hide-others", ""), ("--wait", "unset")):
+        seen = run(ledger, "run", "-r", "GPU=1", option, "--host", mixed, "--", "sh", "-c", show)
+        assert seen.stdout.split(" ") == ["0", "PCI_BUS_ID", f"{ascend}\n"], seen
+
+
+def test_ps_lists_waiting_requests_in_order(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.json"
+    holder = hold_everything(ledger, tmp_path)
+    waiter = start(ledger, "run", "-r", "GPU=2", "--wait", "--host", H100, "--", "true")
+    waiter.stderr.readline()  # type: ignore[union-attr]
+    listing = json.loads(run(ledger, "ps", "--json").stdout)
+    assert [(w["pid"], w["wants"]) for w in listing["waiting"]] == [(waiter.pid, "GPU=2")]
+    assert "TICKET" in run(ledger, "ps").stdout
+    (tmp_path / "go").touch()
+    assert holder.wait(timeout=60) == 0 and waiter.wait(timeout=60) == 0
+
+
+def test_exit_codes_before_the_command_runs(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.json"
+    missing = run(ledger, "run", "-r", "GPU=1", "--host", H100, "--", "no-such-command-here")
+    assert missing.returncode == EXIT_NOT_FOUND
+    assert "cannot run 'no-such-command-here'" in missing.stderr
+    assert Ledger(ledger).grants() == []  # given back
+    never = run(ledger, "run", "-r", "GPU=9", "--wait", "--host", H100, "--", "true")
+    assert never.returncode == 2 and "can never fit" in never.stderr
+    holder = hold_everything(ledger, tmp_path)
+    late = run(
+        ledger, "run", "-r", "GPU=1", "--wait", "--timeout", "0.1", "--host", H100, "--", "true"
+    )
+    assert late.returncode == EXIT_TIMED_OUT and "gave up" in late.stderr
+    (tmp_path / "go").touch()
+    assert holder.wait(timeout=60) == 0
+    for argv, complaint in [
+        (["-r", "GPU=1"], "give the command to run after --"),
+        (["--", "true"], "say what to take with -r"),
+        (["-r", "GPU=1", "--timeout", "1", "--", "true"], "--timeout applies to --wait"),
+    ]:
+        usage = run(ledger, "run", "--host", H100, *argv)
+        assert usage.returncode == 2 and complaint in usage.stderr
+
+
+def test_kill_9_at_random_moments_leaves_no_lost_or_phantom_grant(
+    tmp_path: Path, h100: Node
+) -> None:
+    ledger = tmp_path / "ledger.json"
+    chance = random.Random(11)
+    runs = []
+    for _ in range(12):
+        quantity = chance.choice(["0.5", "1", "2", "4"])
+        runs.append(
+            start(
+                ledger,
+                "run",
+                "-r",
+                f"GPU={quantity}",
+                "--wait",
+                "--host",
+                H100,
+                "--",
+                "sleep",
+                "30",
+            )
+        )
+    doomed = list(runs)
+    chance.shuffle(doomed)
+    view = Ledger(ledger, h100)
+    stages = []
+    pids = {p.pid for p in runs}
+    for number, process in enumerate(doomed):
+        if number == len(doomed) // 2:
+            # Half way, make sure the next one dies as a command holding its grant: wait for
+            # a holder and kill it first, whatever the machine's load did to the timing.
+            holder = wait_for_holder(view)
+            doomed[number:] = sorted(doomed[number:], key=lambda p: p.pid != holder)
+            process = doomed[number]
+        time.sleep(chance.uniform(0, 0.3))  # before, during or after the acquire and the exec
+        stages.append(audit(view, pids, process.pid))
+        process.kill()
+        process.wait(timeout=60)
+    audit(view, set(), 0)
+    assert "holding" in stages, stages  # some were killed as the command, holding a grant
+    assert view.view().waiting == ()  # no waiter left behind
+    everything = view.acquire({"GPU": 8})  # nothing lost: the whole node is free again
+    assert everything is not None
+
+
+def wait_for_holder(ledger: Ledger) -> int:
+    deadline = time.monotonic() + 60
+    while not ledger.view().holdings:
+        assert time.monotonic() < deadline, "no run ever held a grant"
+        time.sleep(0.01)
+    return ledger.view().holdings[0].holder.pid
+
+
+def audit(ledger: Ledger, pids: set[int], pid: int) -> str:
+    """No device over its capacity, and every grant held by one of ``pids``; where ``pid`` is:
+    "holding", "waiting" or "starting"."""
+    used: dict[str, float] = {}
+    view = ledger.view()
+    for holding in view.holdings:
+        assert holding.holder.pid in pids, f"{holding} is held by a process that is not running"
+        for device, share in holding.grant.devices:
+            used[device.id] = used.get(device.id, 0) + share
+    assert all(total <= 1 + 1e-9 for total in used.values()), used
+    if any(h.holder.pid == pid for h in view.holdings):
+        return "holding"
+    return "waiting" if any(w.holder.pid == pid for w in view.waiting) else "starting"
+
+
+def test_the_guide_documents_the_exit_codes_and_says_variables_are_advisory() -> None:
+    guide = (ROOT / "docs" / "sharing-a-machine.md").read_text()
+    assert "Visibility variables are advisory, not isolation" in guide
+    assert f"| {EXIT_BUSY} | the request does not fit now" in guide
+    assert f"| {EXIT_TIMED_OUT} | `--wait --timeout S` ran out" in guide
+    assert f"| {EXIT_NOT_FOUND}, {EXIT_CANNOT_EXECUTE} | the command was not found" in guide

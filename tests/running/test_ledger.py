@@ -1,0 +1,357 @@
+"""``Ledger``: grants shared by processes through one file, decided by the allocator's rules."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from accelkit import InvalidRequest, LedgerError, Node, Unsatisfiable
+from accelkit.holder import Holder, boot_id
+from accelkit.ledger import Ledger
+from ledger_support import HoldingProcess, hold_in_turn
+
+
+def test_acquire_release_and_grants(ledger_path: Path, h100: Node) -> None:
+    ledger = Ledger(ledger_path, h100)
+    first = ledger.acquire({"GPU": 2})
+    second = ledger.acquire({"GPU": 1}, accelerator_type="H100")
+    assert first is not None and second is not None
+    assert first.ids == {"GPU": ["0", "1"]} and second.ids == {"GPU": ["2"]}
+    assert ledger.grants() == [first, second]
+    ledger.release(first)
+    assert ledger.grants() == [second]
+    with pytest.raises(InvalidRequest, match="released already"):
+        ledger.release(first)
+    data = json.loads(ledger_path.read_text())
+    assert data["version"] == 1
+    assert data["grants"][0]["holder"] == Holder.current().to_dict()
+
+
+def test_two_ledger_objects_on_one_file_never_hand_out_a_device_twice(
+    ledger_path: Path, h100: Node
+) -> None:
+    one, two = Ledger(ledger_path, h100), Ledger(ledger_path, h100)
+    grants = [(one if i % 2 else two).acquire({"GPU": 1}) for i in range(8)]
+    assert sorted(g.ids["GPU"][0] for g in grants if g) == [str(i) for i in range(8)]
+    assert one.acquire({"GPU": 1}) is None
+    two.release(grants[0])  # a grant taken through the other object
+    again = one.acquire({"GPU": 1})
+    assert again is not None and again.ids == grants[0].ids
+
+
+def test_unsatisfiable_at_once_even_when_waiting(ledger_path: Path, h100: Node) -> None:
+    ledger = Ledger(ledger_path, h100)
+    with pytest.raises(Unsatisfiable):
+        ledger.acquire({"GPU": 9}, wait=True)
+    with pytest.raises(Unsatisfiable):
+        ledger.acquire({"TPU": 1}, wait=True, timeout=5)
+    assert ledger.view().waiting == ()
+    with pytest.raises(ValueError, match="wait=True"):
+        ledger.acquire({"GPU": 1}, timeout=1)
+
+
+def test_a_timed_out_wait_returns_none_and_leaves_the_queue(ledger_path: Path, h100: Node) -> None:
+    ledger = Ledger(ledger_path, h100)
+    assert ledger.acquire({"GPU": 8}) is not None
+    assert ledger.acquire({"GPU": 1}, wait=True, timeout=0.05) is None
+    assert ledger.view().waiting == ()
+
+
+def test_fractions_pack_across_processes(
+    ledger_path: Path, node_files: dict[str, Path], h100: Node
+) -> None:
+    node = node_files["nvidia-h100-8gpu"]
+    holders = [HoldingProcess(ledger_path, node, {"GPU": q}) for q in (0.5, 0.25, 0.25, 0.5)]
+    shares: dict[str, float] = {}
+    for holder, share in zip(holders, (0.5, 0.25, 0.25, 0.5)):
+        device = holder.ids()["GPU"][0]
+        shares[device] = shares.get(device, 0) + share
+    # Best fit: whatever the order of arrival, 1.5 GPUs of shares fill two devices, no more.
+    assert sorted(shares) == ["0", "1"] and max(shares.values()) <= 1
+    ledger = Ledger(ledger_path, h100)
+    whole = ledger.acquire({"GPU": 6})
+    assert whole is not None and whole.ids["GPU"] == ["2", "3", "4", "5", "6", "7"]
+    for holder in holders:
+        holder.finish()
+    assert [g.ids for g in ledger.grants()] == [whole.ids]
+
+
+def test_tpu_blocks_stay_aligned_across_processes(
+    ledger_path: Path, node_files: dict[str, Path]
+) -> None:
+    requests = [{"TPU": n} for n in (1, 2, 4, 1)]
+    holders, ids = hold_in_turn(ledger_path, node_files["tpu-v6e-8"], requests)
+    # A pair is an aligned block: {2, 3}, never {1, 2}; the last chip fills the hole at 1.
+    assert [i["TPU"] for i in ids] == [["0"], ["2", "3"], ["4", "5", "6", "7"], ["1"]]
+    for holder in holders:
+        holder.finish()
+
+
+def test_neuron_ranges_stay_contiguous_across_processes(
+    ledger_path: Path, node_files: dict[str, Path]
+) -> None:
+    node = node_files["neuron-trn1-32xlarge"]
+    requests = [{"neuron_cores": n} for n in (2, 1, 4)]
+    holders, ids = hold_in_turn(ledger_path, node, requests)
+    assert [i["neuron_cores"] for i in ids] == [["0", "1"], ["2"], ["3", "4", "5", "6"]]
+    holders[1].finish()  # frees core 2: a gap too small for two cores
+    pair, more = hold_in_turn(ledger_path, node, [{"neuron_cores": 2}])
+    assert more == [{"neuron_cores": ["7", "8"]}]
+    for holder in (holders[0], holders[2], *pair):
+        holder.finish()
+
+
+def test_dead_holders_are_reclaimed_before_every_decision(
+    ledger_path: Path, node_files: dict[str, Path], h100: Node
+) -> None:
+    killed = HoldingProcess(ledger_path, node_files["nvidia-h100-8gpu"], {"GPU": 8})
+    assert killed.ids() == {"GPU": [str(i) for i in range(8)]}
+    ledger = Ledger(ledger_path, h100)
+    assert ledger.acquire({"GPU": 1}) is None
+    killed.kill()
+    grant = ledger.acquire({"GPU": 1})
+    assert grant is not None and ledger.grants() == [grant]
+
+
+def test_a_reused_pid_does_not_keep_a_dead_grant(ledger_path: Path, h100: Node) -> None:
+    ledger = Ledger(ledger_path, h100)
+    grant = ledger.acquire({"GPU": 8})
+    assert grant is not None
+    me = Holder.current()
+    # The same pid with another start time: a later process given a dead holder's pid.
+    ledger.transfer(grant, Holder(me.pid, me.start + 1))
+    assert ledger.grants() == []
+    assert ledger.acquire({"GPU": 8}) is not None
+
+
+LOCK_AND_DIE = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_writer_killed_mid_change_blocks_nothing_and_corrupts_nothing(
+    ledger_path: Path, h100: Node
+) -> None:
+    ledger = Ledger(ledger_path, h100)
+    grant = ledger.acquire({"GPU": 1})
+    # A writer killed holding the lock, its new state half written to the temporary file.
+    (ledger_path.parent / "ledger.json.tmp").write_text('{"version": 1, "gra')
+    argv = [sys.executable, "-c", LOCK_AND_DIE, str(ledger_path) + ".lock"]
+    writer = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert writer.stdout is not None and writer.stdout.readline() == "locked\n"
+    writer.kill()
+    writer.wait(timeout=30)
+    assert ledger.grants() == [grant]  # the kernel dropped its lock; the ledger is whole
+    assert ledger.acquire({"GPU": 1}) is not None
+
+
+def test_a_reboot_reclaims_everything(ledger_path: Path, h100: Node) -> None:
+    ledger = Ledger(ledger_path, h100)
+    assert ledger.acquire({"GPU": 8}) is not None
+    data = json.loads(ledger_path.read_text())
+    data["boot"] = "another-boot"
+    ledger_path.write_text(json.dumps(data))
+    assert ledger.grants() == []
+
+
+def test_waiters_are_served_in_arrival_order(
+    ledger_path: Path, node_files: dict[str, Path], h100: Node
+) -> None:
+    ledger = Ledger(ledger_path, h100)
+    everything = ledger.acquire({"GPU": 8})
+    assert everything is not None
+    node = node_files["nvidia-h100-8gpu"]
+    big = HoldingProcess(ledger_path, node, {"GPU": 8}, wait=True)
+    wait_until(lambda: len(ledger.view().waiting) == 1)
+    small = HoldingProcess(ledger_path, node, {"GPU": 1}, wait=True)
+    wait_until(lambda: len(ledger.view().waiting) == 2)
+    assert [w.wants for w in ledger.view().waiting] == ["GPU=8", "GPU=1"]
+    ledger.release(everything)  # both fit now: the first to arrive is served first
+    assert big.ids() == {"GPU": [str(i) for i in range(8)]}
+    big.finish()
+    assert small.ids() == {"GPU": ["0"]}
+    small.finish()
+
+
+def test_a_request_that_does_not_wait_never_overtakes_a_waiting_one(
+    ledger_path: Path, h100: Node
+) -> None:
+    ledger = Ledger(ledger_path, h100)
+    seven = ledger.acquire({"GPU": 7})
+    assert seven is not None
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(ledger.acquire({"GPU": 2}, wait=True)))
+    waiter.start()
+    wait_until(lambda: len(ledger.view().waiting) == 1)
+    assert ledger.acquire({"GPU": 1}) is None  # GPU 7 is free, but a request waits ahead
+    ledger.release(seven)
+    waiter.join(timeout=30)
+    assert got[0] is not None and got[0].ids == {"GPU": ["0", "1"]}
+    assert ledger.acquire({"GPU": 1}) is not None
+
+
+def test_a_waiter_that_dies_leaves_the_queue(
+    ledger_path: Path, node_files: dict[str, Path], h100: Node
+) -> None:
+    ledger = Ledger(ledger_path, h100)
+    assert ledger.acquire({"GPU": 8}) is not None
+    waiter = HoldingProcess(ledger_path, node_files["nvidia-h100-8gpu"], {"GPU": 1}, wait=True)
+    wait_until(lambda: len(ledger.view().waiting) == 1)
+    waiter.kill()
+    assert ledger.view().waiting == ()
+
+
+def test_a_ledger_of_another_node_is_refused_while_it_holds_grants(
+    ledger_path: Path, h100: Node, node_files: dict[str, Path]
+) -> None:
+    tpu = Node.from_dict(json.loads(node_files["tpu-v6e-8"].read_text()))
+    grant = Ledger(ledger_path, h100).acquire({"GPU": 1})
+    assert grant is not None
+    with pytest.raises(LedgerError, match=r"another node \(GPU=8.*--ledger PATH"):
+        Ledger(ledger_path, tpu).acquire({"TPU": 1})
+    Ledger(ledger_path, h100).release(grant)
+    # Empty, the ledger may serve the other node: nothing it records can be double-booked.
+    assert Ledger(ledger_path, tpu).acquire({"TPU": 1}) is not None
+
+
+@pytest.mark.parametrize(
+    ("content", "complaint"),
+    [
+        ("{not json", "is corrupt"),
+        ("", "is corrupt"),
+        ('{"version": 1}', "is corrupt .*lacks the keys"),
+        ("[1, 2]", "is corrupt"),
+        ('{"version": "1"}', "is corrupt"),
+    ],
+)
+def test_a_corrupt_ledger_is_a_clear_error_never_a_reset(
+    ledger_path: Path, h100: Node, content: str, complaint: str
+) -> None:
+    ledger_path.write_text(content)
+    with pytest.raises(LedgerError, match=complaint) as caught:
+        Ledger(ledger_path, h100).acquire({"GPU": 1})
+    assert str(ledger_path) in str(caught.value) and f"rm {ledger_path}" in str(caught.value)
+    assert ledger_path.read_text() == content
+
+
+def test_a_malformed_grant_record_is_reported_as_corrupt(ledger_path: Path, h100: Node) -> None:
+    record = {"grant": {"token": 3, "devices": "?"}, "holder": {"pid": 1, "start": 0}, "since": 0}
+    state = {"version": 1, "boot": boot_id(), "node": None, "next_ticket": 1, "queue": []}
+    ledger_path.write_text(json.dumps({**state, "grants": [record]}))
+    with pytest.raises(LedgerError, match=r"is corrupt .*grant"):
+        Ledger(ledger_path, h100).grants()
+
+
+def test_a_ledger_from_a_newer_accelkit_is_refused(ledger_path: Path, h100: Node) -> None:
+    ledger_path.write_text(json.dumps({"version": 2, "grants": "whatever"}))
+    with pytest.raises(LedgerError, match="version 2, written by a newer accelkit") as caught:
+        Ledger(ledger_path, h100).grants()
+    assert str(ledger_path) in str(caught.value)
+
+
+def test_a_grant_the_node_cannot_hold_is_reported(ledger_path: Path, h100: Node) -> None:
+    ledger = Ledger(ledger_path, h100)
+    assert ledger.acquire({"GPU": 1}) is not None
+    data = json.loads(ledger_path.read_text())
+    data["grants"].append(dict(data["grants"][0]))
+    data["grants"][1]["grant"] = dict(data["grants"][1]["grant"], token=1)
+    ledger_path.write_text(json.dumps(data))  # two grants of one whole GPU
+    with pytest.raises(LedgerError, match="records grants this node cannot hold"):
+        Ledger(ledger_path, h100).acquire({"GPU": 1})
+
+
+READ_ONLY_CHECK = """
+import json, sys
+from accelkit import LedgerError, Node
+from accelkit.ledger import Ledger
+node = Node.from_dict(json.load(open(sys.argv[2])))
+try:
+    Ledger(sys.argv[1], node).acquire({"GPU": 1})
+except LedgerError as error:
+    print(error)
+"""
+
+
+def test_a_read_only_ledger_directory_is_a_clear_error(
+    tmp_path: Path, node_files: dict[str, Path]
+) -> None:
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    path = folder / "ledger.json"
+    argv = [sys.executable, "-c", READ_ONLY_CHECK, str(path), str(node_files["nvidia-h100-8gpu"])]
+    if os.geteuid() == 0:
+        # root writes through permission bits: make the directory read-only with a mount.
+        script = 'mount --bind -o ro "$1" "$1" && shift && exec "$@"'
+        argv = ["unshare", "-m", "sh", "-c", script, "sh", str(folder), *argv]
+        try:
+            result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        except FileNotFoundError:
+            pytest.skip("unshare is needed to make a read-only directory as root")
+        if "mount" in result.stderr:
+            pytest.skip(f"cannot mount read-only here: {result.stderr.strip()}")
+    else:
+        folder.chmod(0o555)
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    message = result.stdout
+    assert f"cannot write the ledger {path}" in message, result
+    assert f"permission on {folder}" in message and "--ledger PATH" in message
+
+
+def test_the_default_ledger_is_per_user_unless_a_group_names_one(
+    tmp_path: Path, h100: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    ledger = Ledger(node=h100)
+    assert ledger.path == tmp_path / "accelkit" / "ledger.json"
+    assert ledger.acquire({"GPU": 1}) is not None
+    assert (tmp_path / "accelkit").stat().st_mode & 0o777 == 0o700
+    assert oct(ledger.path.stat().st_mode & 0o777) == oct(0o600)
+    group = tmp_path / "group"
+    group.mkdir(mode=0o770)
+    group.chmod(0o2770)
+    monkeypatch.setenv("ACCELKIT_LEDGER", str(group / "ledger.json"))
+    shared = Ledger(node=h100)
+    assert shared.path == group / "ledger.json" and shared.acquire({"GPU": 1}) is not None
+    # The group's ledger and its lock take the directory's read and write bits.
+    assert oct(shared.path.stat().st_mode & 0o777) == oct(0o660)
+    assert oct((group / "ledger.json.lock").stat().st_mode & 0o777) == oct(0o660)
+
+
+def test_a_missing_directory_of_a_given_path_is_explained(tmp_path: Path, h100: Node) -> None:
+    path = tmp_path / "nowhere" / "ledger.json"
+    with pytest.raises(LedgerError, match=r"does not exist\. Create it"):
+        Ledger(path, h100).acquire({"GPU": 1})
+
+
+def wait_until(condition: object, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_the_ledger_file_matches_its_documented_schema(
+    ledger_path: Path, node_files: dict[str, Path], h100: Node
+) -> None:
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is in the test extra")
+    schemas = Path(__file__).resolve().parents[2] / "docs" / "schemas"
+    ledger = Ledger(ledger_path, h100)
+    held = ledger.acquire({"GPU": 7})
+    waiter = HoldingProcess(ledger_path, node_files["nvidia-h100-8gpu"], {"GPU": 2}, wait=True)
+    wait_until(lambda: len(ledger.view().waiting) == 1)
+    data = json.loads(ledger_path.read_text())
+    waiter.kill()
+    for name, document in (("ledger", data), ("grant", data["grants"][0]["grant"])):
+        schema = json.loads((schemas / f"{name}.schema.json").read_text())
+        jsonschema.Draft202012Validator(schema).validate(document)
+    assert held is not None and data["queue"][0]["wants"] == "GPU=2"

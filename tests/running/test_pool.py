@@ -1,0 +1,209 @@
+"""``AcceleratorPool``: calls in worker processes that see their grant, from the node's ledger."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pool_targets as targets
+import pytest
+from accelkit import InvalidRequest, Node, Unsatisfiable, WorkerCrashed
+from accelkit.holder import Holder
+from accelkit.ledger import Ledger
+from accelkit.pool import AcceleratorPool
+
+
+def pool_of(ledger: Ledger, **options: Any) -> AcceleratorPool:
+    return AcceleratorPool(ledger.node, ledger=ledger, **options)
+
+
+def test_each_call_sees_its_grant_from_before_its_module_is_imported(ledger: Ledger) -> None:
+    with pool_of(ledger) as pool:
+        whole = pool.submit(targets.visible, resources={"GPU": 1}).result()
+        halves = [pool.submit(targets.visible, resources={"GPU": 0.5}) for _ in range(2)]
+        shared = [f.result() for f in halves]
+        nothing = pool.submit(targets.visible).result()
+    assert whole[1:] == ("0", "0")
+    # Two halves pack onto one device, each in its own process.
+    assert [seen[1:] for seen in shared] == [("0", "0"), ("0", "0")]
+    assert shared[0][0] != shared[1][0]
+    # A call that asks for no device sees none.
+    assert nothing[1:] == ("", "")
+    assert ledger.grants() == []
+
+
+def test_max_calls_one_gives_each_call_a_fresh_process_and_returns_the_grant(
+    ledger: Ledger,
+) -> None:
+    with pool_of(ledger) as pool:
+        pids = []
+        for _ in range(3):
+            pids.append(pool.submit(targets.pid, resources={"GPU": 1}).result())
+            assert ledger.grants() == []  # the worker has exited, and its grant is back
+    assert len(set(pids)) == 3
+
+
+def test_max_calls_zero_reuses_one_worker_which_keeps_its_grant(ledger: Ledger) -> None:
+    with pool_of(ledger) as pool:
+        pids = {pool.submit(targets.pid, resources={"GPU": 1}, max_calls=0).result() for _ in "abc"}
+        assert len(pids) == 1
+        assert [g.ids for g in ledger.grants()] == [{"GPU": ["0"]}]  # held while idle
+        assert ledger.grants()[0] and Ledger(ledger.path).view().holdings[0].holder.pid in pids
+    assert ledger.grants() == []
+
+
+def test_an_idle_worker_killed_between_calls_is_replaced(ledger: Ledger) -> None:
+    with pool_of(ledger) as pool:
+        first = pool.submit(targets.pid, resources={"GPU": 1}, max_calls=0).result()
+        os.kill(first, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while Holder.of(first) is not None:  # dead (a zombie counts as dead)
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        second = pool.submit(targets.pid, resources={"GPU": 1}, max_calls=0).result()
+        assert second != first
+        assert [h.holder.pid for h in ledger.view().holdings] == [second]
+
+
+def test_max_calls_n_recycles_after_n_calls(ledger: Ledger) -> None:
+    with pool_of(ledger) as pool:
+        pids = [
+            pool.submit(targets.pid, resources={"GPU": 1}, max_calls=2).result() for _ in "abcd"
+        ]
+    assert pids[0] == pids[1] != pids[2] == pids[3]
+
+
+def test_a_call_without_devices_reuses_its_worker_by_default(ledger: Ledger) -> None:
+    with pool_of(ledger) as pool:
+        assert [pool.submit(targets.add, 1, b=i).result() for i in range(3)] == [1, 2, 3]
+        assert len({pool.submit(targets.pid).result() for _ in "ab"}) == 1
+
+
+def test_an_exception_comes_back_with_its_remote_traceback(ledger: Ledger) -> None:
+    with pool_of(ledger) as pool:
+        future = pool.submit(targets.fail, "boom", resources={"GPU": 1})
+        error = future.exception()
+    assert isinstance(error, KeyError) and error.args == ("boom",)
+    assert "in fail" in str(error.__cause__)
+    assert ledger.grants() == []
+
+
+def test_a_crashing_call_fails_its_future_and_its_grant_returns(ledger: Ledger) -> None:
+    with pool_of(ledger) as pool:
+        future = pool.submit(targets.exit_abruptly, 3, resources={"GPU": 2}, max_calls=0)
+        with pytest.raises(WorkerCrashed, match=r"running exit_abruptly exited with status 3"):
+            future.result()
+        assert ledger.grants() == []
+        assert pool.submit(targets.add, 2, resources={"GPU": 2}).result() == 2  # the pool goes on
+
+
+def test_a_worker_killed_mid_call_fails_its_future_and_its_grant_returns(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    gate, started = tmp_path / "gate", tmp_path / "started"
+    with pool_of(ledger) as pool:
+        future = pool.submit(targets.hold, str(gate), str(started), resources={"GPU": 1})
+        os.kill(int(wait_for(started)), signal.SIGKILL)
+        with pytest.raises(WorkerCrashed, match="was killed by SIGKILL"):
+            future.result(timeout=60)
+        assert ledger.grants() == []
+
+
+def test_cancelling_a_waiting_call_and_shutting_down_with_cancel_futures(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    gate, started = tmp_path / "gate", tmp_path / "started"
+    pool = pool_of(ledger, max_workers=1)
+    running = pool.submit(targets.hold, str(gate), str(started), resources={"GPU": 1})
+    wait_for(started)
+    cancelled = pool.submit(targets.touch, str(tmp_path / "cancelled"))
+    dropped = pool.submit(targets.touch, str(tmp_path / "dropped"))
+    assert cancelled.cancel() and not running.cancel()
+    pool.shutdown(wait=False, cancel_futures=True)
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        pool.submit(targets.pid)
+    gate.touch()
+    assert running.result(timeout=60) == "0"
+    pool.shutdown(wait=True)
+    assert cancelled.cancelled() and dropped.cancelled()
+    assert not (tmp_path / "cancelled").exists() and not (tmp_path / "dropped").exists()
+    assert ledger.grants() == []
+
+
+def test_a_pool_and_other_holders_never_share_a_device(ledger: Ledger) -> None:
+    """The pool takes its grants from the ledger that ``accelkit run`` uses."""
+    seven = ledger.acquire({"GPU": 7})
+    assert seven is not None
+    with pool_of(ledger) as pool:
+        assert pool.submit(targets.visible, resources={"GPU": 1}).result()[2] == "7"
+        both: Future[Any] = pool.submit(targets.visible, resources={"GPU": 2})
+        time.sleep(0.1)
+        assert not both.done()  # waits for room, not for anyone's GPUs 0-6
+        ledger.release(seven)
+        assert both.result(timeout=60)[2] == "0,1"
+
+
+def test_calls_that_do_not_fit_wait_in_submission_order(ledger: Ledger) -> None:
+    everything = ledger.acquire({"GPU": 8})
+    assert everything is not None
+    with pool_of(ledger) as pool:
+        big = pool.submit(targets.clock, resources={"GPU": 8})
+        small = pool.submit(targets.clock, resources={"GPU": 1})
+        ledger.release(everything)  # both fit now; the first submitted runs first
+        assert big.result(timeout=60) < small.result(timeout=60)
+
+
+def test_bad_calls_fail_at_once(ledger: Ledger) -> None:
+    with pool_of(ledger) as pool:
+        with pytest.raises(Unsatisfiable):
+            pool.submit(targets.pid, resources={"GPU": 9})
+        with pytest.raises(InvalidRequest):
+            pool.submit(targets.pid, resources={"GPU": -1})
+        with pytest.raises(ValueError, match="max_calls must be"):
+            pool.submit(targets.pid, max_calls=-1)
+    with pytest.raises(ValueError, match="max_workers"):
+        AcceleratorPool(ledger.node, max_workers=0, ledger=ledger)
+    with pytest.raises(ValueError, match="is not the node of its ledger"):
+        AcceleratorPool(Node(), ledger=ledger)
+
+
+SCRIPT = """
+import json, os, sys
+from accelkit import Node
+from accelkit.holder import Holder
+from accelkit.ledger import Ledger
+from accelkit.pool import AcceleratorPool
+
+def where(n):
+    return n, os.environ["CUDA_VISIBLE_DEVICES"]
+
+if __name__ == "__main__":
+    node = Node.from_dict(json.loads(sys.argv[2]))
+    with AcceleratorPool(node, ledger=Ledger(sys.argv[1], node)) as pool:
+        print(json.dumps(pool.submit(where, 5, resources={"GPU": 1}).result()))
+"""
+
+
+def test_functions_of_the_main_script_run_in_workers(tmp_path: Path, h100: Node) -> None:
+    import json
+
+    script = tmp_path / "job.py"
+    script.write_text(SCRIPT)
+    argv = [sys.executable, str(script), str(tmp_path / "ledger.json"), json.dumps(h100.to_dict())]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [5, "0"]
+
+
+def wait_for(path: Path, timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    while not path.exists() or not path.read_text():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.01)
+    return path.read_text()
