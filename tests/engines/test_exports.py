@@ -17,7 +17,7 @@ from accelkit.exports import to_dask, to_gres, to_nfd, to_ray
 from accelkit.exports._labels import label_value, relabel
 from accelkit.exports.gres import _ranges
 from accelkit.policy import FamilyPolicy
-from engine_nodes import NODES, SNAPSHOTS
+from engine_nodes import NODES, ROOT, SNAPSHOTS
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -277,3 +277,21 @@ def test_resources_json_is_the_nodes_resources_and_labels() -> None:
     ).stdout
     node = detect_node(load_snapshot(host))
     assert json.loads(out) == {"resources": node.resources, "labels": node.labels}
+
+
+def test_the_running_at_scale_guide_shows_what_the_commands_print() -> None:
+    guide = (ROOT / "docs" / "running-at-scale.md").read_text()
+    blocks = [b.split("\n", 1)[1] for b in guide.split("```")[1::2] if b.startswith("console")]
+    assert len(blocks) >= 6
+    for block in blocks:
+        command, *shown = block.rstrip("\n").splitlines()
+        assert command.startswith("$ accelkit "), command
+        argv = shlex.split(command[len("$ accelkit ") :])
+        out = subprocess.run(
+            [sys.executable, "-m", "accelkit.cli", *argv],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        ).stdout
+        assert out.splitlines() == shown, command
