@@ -94,6 +94,8 @@ def test_the_cluster_refuses_what_would_break_one_worker_per_slot() -> None:
         LocalAcceleratorCluster(node, n_workers=2)
     with pytest.raises(ValueError, match="no devices of resource 'TPU'; it has \\['GPU'\\]"):
         worker_slots(node, "TPU")
+    with pytest.raises(ValueError, match="no accelerator devices to start workers for"):
+        LocalAcceleratorCluster(Node())
 
 
 def test_dask_worker_verb_serves_a_third_party_family_to_a_scheduler(tmp_path: Path) -> None:

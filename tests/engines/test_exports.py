@@ -81,6 +81,29 @@ def test_dask_worker_reads_the_resources_option(node: Node) -> None:
     assert {k: float(v) for k, v in (pair.split("=") for pair in pairs)} == node.resources
 
 
+RESOURCE_NAMES = st.from_regex(r"[A-Za-z][A-Za-z0-9_.:\-]{0,20}", fullmatch=True).filter(
+    lambda name: name not in ("GPU", "CPU", "memory", "object_store_memory")
+)
+AMOUNTS = st.integers(1, 10**8).map(lambda units: units / 10**4)
+
+
+@given(st.dictionaries(RESOURCE_NAMES, AMOUNTS), st.integers(0, 64))
+def test_any_node_resources_survive_both_engines_readings(
+    resources: dict[str, float], gpus: int
+) -> None:
+    from ray._private.utils import parse_resources_json
+    from ray.autoscaler._private.cli_logger import cf, cli_logger
+    from ray.scripts.scripts import start
+
+    node = Node(resources={**resources, "GPU": float(gpus)})
+    params = start.make_context("start", to_ray(node)).params
+    assert {**parse_resources_json(params["resources"], cli_logger, cf), "GPU": gpus} == (
+        node.resources
+    )
+    pairs = shlex.split(to_dask(node))[1].split()
+    assert {k: float(v) for k, v in (pair.split("=") for pair in pairs)} == node.resources
+
+
 def test_dask_refuses_names_it_would_split() -> None:
     with pytest.raises(ValueError, match="'a=b'"):
         to_dask(Node(resources={"a=b": 1.0}))

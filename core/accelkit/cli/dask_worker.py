@@ -48,7 +48,12 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Plan the node's worker slots, say what each holds, and serve until stopped."""
-    from ..integrations.dask import run_workers, worker_slots
+    try:
+        from ..integrations.dask import run_workers, worker_slots
+    except ImportError as error:
+        raise ValueError(
+            f"dask-worker needs distributed: pip install 'accelkit[dask]' ({error})"
+        ) from None
     from ..pipeline import detect_node
 
     node = detect_node(host_from_args(args))

@@ -144,6 +144,11 @@ class LocalAcceleratorCluster(LocalCluster):  # type: ignore[misc]
                 )
         self.node = detect_node() if node is None else node
         self.slots = worker_slots(self.node, resource, per_worker)
+        if not self.slots:
+            raise ValueError(
+                "this node has no accelerator devices to start workers for; pass node= (e.g. "
+                "detect_node(overrides={'GPU': 2})) or use distributed.LocalCluster"
+            )
         local_cluster_kwargs.setdefault("threads_per_worker", 1)
         local_cluster_kwargs.setdefault(
             "memory_limit", parse_memory_limit("auto", 1, max(1, len(self.slots)), logger=_LOG)
