@@ -104,6 +104,11 @@ class AcceleratorManager:
     CUDA and ROCm GPUs. Left False, the family's workers get no variables that mean nothing to
     their frameworks."""
 
+    device_file: ClassVar[Optional[str]] = None
+    """The character file of one device, with ``{id}`` standing for its id (``"/dev/nvidia{id}"``),
+    for exports that bind devices to files (SLURM ``gres.conf`` ``File=``). None where ids do
+    not name files one to one (Neuron cores share a device file); exports then give a count."""
+
     replaces: ClassVar[Optional[str]] = None
     """The family of a built-in this plugin deliberately replaces (a vendor's own plugin)."""
 
@@ -183,6 +188,7 @@ class AcceleratorManager:
             placement=self.placement if "placement" not in rules else PLACEMENTS["lowest-free"],
             partitions_per_grant=self.partitions_per_grant,
             visible_devices_env_var=self.visible_devices_env_var,
+            device_file=self.device_file,
             plugin_rules=tuple(rules),
         )
 

@@ -71,6 +71,9 @@ class FamilyPolicy:
     placement: Placement = PLACEMENTS["lowest-free"]
     partitions_per_grant: Optional[int] = 1
     visible_devices_env_var: Optional[str] = None
+    device_file: Optional[str] = None
+    """A device's character file, ``{id}`` standing for its id (see ``device_file`` on the
+    manager)."""
     plugin_rules: tuple[str, ...] = ()
     """Rules only the plugin's code applies (see :data:`PLUGIN_RULES`)."""
 
@@ -95,6 +98,7 @@ class FamilyPolicy:
             "placement": self.placement.name,
             "partitions_per_grant": self.partitions_per_grant,
             "visible_devices_env_var": self.visible_devices_env_var,
+            "device_file": self.device_file,
             "plugin_rules": list(self.plugin_rules),
         }
 
@@ -111,6 +115,7 @@ class FamilyPolicy:
         placement = data.get("placement", "lowest-free")
         per_grant = data.get("partitions_per_grant", 1)
         variable = data.get("visible_devices_env_var")
+        device_file = data.get("device_file")
         rules = data.get("plugin_rules", [])
         if not isinstance(resource, str) or not resource:
             raise InvalidData(f"{where}: resource_name must be a name like 'GPU', got {resource!r}")
@@ -139,6 +144,13 @@ class FamilyPolicy:
             )
         if variable is not None and not isinstance(variable, str):
             raise InvalidData(f"{where}: visible_devices_env_var must be a string or null")
+        if device_file is not None and (
+            not isinstance(device_file, str) or "{id}" not in device_file
+        ):
+            raise InvalidData(
+                f"{where}: device_file must be null or a path with {{id}} in it, got "
+                f"{device_file!r}"
+            )
         if not isinstance(rules, list) or any(r not in PLUGIN_RULES for r in rules):
             raise InvalidData(f"{where}: plugin_rules must list some of {list(PLUGIN_RULES)}")
         return cls(
@@ -149,6 +161,7 @@ class FamilyPolicy:
             placement=PLACEMENTS[placement],
             partitions_per_grant=per_grant,
             visible_devices_env_var=variable,
+            device_file=device_file,
             plugin_rules=tuple(rules),
         )
 
@@ -160,5 +173,6 @@ _POLICY_KEYS = (
     "placement",
     "partitions_per_grant",
     "visible_devices_env_var",
+    "device_file",
     "plugin_rules",
 )

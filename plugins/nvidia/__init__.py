@@ -61,6 +61,7 @@ class NvidiaManager(AcceleratorManager):
     api_version = 2
     visible_devices_env_var = "CUDA_VISIBLE_DEVICES"
     env_vars_read = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES")
+    device_file = "/dev/nvidia{id}"
     framework_device = "cuda"
     collective_backend = "nccl"
     shared_visibility = True

@@ -124,6 +124,7 @@ def test_a_family_with_rules_in_plugin_code_is_asked_through_its_plugin() -> Non
         ["--help"],
         ["ls", "--host", str(NODES / "nvidia-h100-8gpu")],
         ["env", "-r", "GPU=1", "--host", str(NODES / "nvidia-h100-8gpu")],
+        ["resources", "--format", "ray", "--host", str(NODES / "nvidia-h100-8gpu")],
     ],
 )
 def test_the_cli_imports_only_its_verb(argv: list[str]) -> None:
@@ -136,6 +137,7 @@ with contextlib.redirect_stdout(io.StringIO()):
     except SystemExit:
         pass
 print(json.dumps(sorted(m for m in sys.modules if m.startswith("accelkit.testing")
+                        or m.startswith(("accelkit.integrations", "distributed", "ray"))
                         or m in ("pytest", "accelkit.cli.checking"))))
 """
     assert json.loads(run_python(script)) == []

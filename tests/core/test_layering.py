@@ -59,10 +59,12 @@ LAYERS = {
     # 6: allocation, the node's shared ledger, and training plans
     "scaling": 6,
     "allocator": 6,
+    "exports": 6,
     "ledger": 6,
     "workerprocess": 6,
     # 7: faces
     "cli": 7,
+    "integrations": 7,
     "pool": 7,
     "__init__": 7,
 }

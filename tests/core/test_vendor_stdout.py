@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from types import ModuleType
 
 import accelkit
@@ -45,17 +46,22 @@ def test_printing_at_import_becomes_a_note_and_never_stdout(capfd: object) -> No
     assert all(level == "info" for level, _ in messages)
 
 
-def test_ls_json_is_json_with_the_real_vendor_wrappers_installed() -> None:
-    """The test extra installs nvidia-ml-py and amdsmi; wherever their C libraries are missing
-    (CI, this machine) their import and init must stay off stdout and out of the warnings."""
+def test_ls_json_is_json_with_the_real_vendor_wrappers_installed(amdsmi_dir: Path) -> None:
+    """nvidia-ml-py (the test extra) and amdsmi (fetched, on the path) are importable; wherever
+    their C libraries are missing (CI, this machine) their import and init must stay off stdout
+    and out of the warnings."""
+    env = {**os.environ, "PYTHONPATH": str(amdsmi_dir.parent)}
     result = subprocess.run(
         [sys.executable, "-m", "accelkit.cli", "ls", "--json"],
         capture_output=True,
         text=True,
         check=False,
+        env=env,
     )
     assert result.returncode == 0, result.stderr
     node = json.loads(result.stdout)  # no vendor chatter before or after the JSON
+    messages = [d["message"] for d in node["diagnostics"] if d["family"] == "amd"]
+    assert any(m.startswith("amdsmi") or "amdsmi" in m for m in messages), messages
     amd = [d for d in node["diagnostics"] if d["family"] in ("amd", "nvidia")]
     if not node["devices"]:
         assert all(d["level"] == "info" for d in amd), amd

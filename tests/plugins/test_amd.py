@@ -215,12 +215,13 @@ def test_an_unknown_id_keeps_the_market_name(
 # -- part 2: detection -------------------------------------------------------------------------
 # Every fact of eight MI300X across amdsmi releases (6.0's shapes included) and handles in an
 # order that is not KFD's: tests/plugins/test_real_wrappers.py. The amdsmi tests here run the
-# installed real package over an emulated libamd_smi.
+# real package (fetched into the pytest cache: tests/conftest.py) over an emulated libamd_smi.
 def test_amdsmi_failing_half_way_is_shut_down_and_the_next_layer_answers(
-    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], amdsmi_dir: pathlib.Path
 ) -> None:
     gpus = fake.fake_amdgpus(2)
-    amdsmi = emulated_amdsmi(gpus, errors={"amdsmi_get_gpu_vram_info": AMDSMI_STATUS_NOT_SUPPORTED})
+    failing = {"amdsmi_get_gpu_vram_info": AMDSMI_STATUS_NOT_SUPPORTED}
+    amdsmi = emulated_amdsmi(gpus, errors=failing, package_dir=amdsmi_dir)
     devices, notes = run_detect(MANAGER, host_with(tmp_path, gpus, amdsmi=amdsmi))
     assert (amdsmi.calls["amdsmi_init"], amdsmi.calls["amdsmi_shut_down"]) == (1, 1)
     assert [(d.id, d.source) for d in devices] == [("0", "sysfs"), ("1", "sysfs")]
@@ -314,12 +315,17 @@ def test_kfd_layer_skips_cpu_nodes_and_reads_the_bus_id(
 
 @pytest.mark.parametrize("layer", ["library", "command"])
 def test_ids_follow_kfd_order_whatever_order_a_layer_lists(
-    tmp_path: pathlib.Path, run_detect: Callable[..., Any], layer: str
+    tmp_path: pathlib.Path,
+    run_detect: Callable[..., Any],
+    layer: str,
+    request: pytest.FixtureRequest,
 ) -> None:
     """ROCR_VISIBLE_DEVICES=0 is KFD's first GPU node: a layer's own order must not leak."""
     gpus = fake.fake_amdgpus(4)
     if layer == "library":
-        host = host_with(tmp_path, gpus, amdsmi=emulated_amdsmi(gpus, handle_order=[3, 2, 1, 0]))
+        package = request.getfixturevalue("amdsmi_dir")
+        reversed_handles = emulated_amdsmi(gpus, handle_order=[3, 2, 1, 0], package_dir=package)
+        host = host_with(tmp_path, gpus, amdsmi=reversed_handles)
     else:
         listed = json.loads(fake.amd_smi_list_output(gpus))[::-1]
         host = host_with(
@@ -336,10 +342,11 @@ def test_ids_follow_kfd_order_whatever_order_a_layer_lists(
 
 
 def test_without_kfd_a_layer_keeps_its_own_order(
-    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], amdsmi_dir: pathlib.Path
 ) -> None:
     gpus = fake.fake_amdgpus(3)
-    host = host_with(tmp_path, gpus, amdsmi=emulated_amdsmi(gpus, handle_order=[2, 1, 0]))
+    amdsmi = emulated_amdsmi(gpus, handle_order=[2, 1, 0], package_dir=amdsmi_dir)
+    host = host_with(tmp_path, gpus, amdsmi=amdsmi)
     shutil.rmtree(tmp_path / KFD)
     devices, _ = run_detect(MANAGER, host)
     assert [d.pci_bus_id for d in devices] == [g.bus_id for g in reversed(gpus)]

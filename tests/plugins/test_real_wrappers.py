@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-import subprocess
 import sys
 from typing import Any, Callable, Optional
 
@@ -25,8 +24,8 @@ from accelkit.testing.fakes.amdsmi_c import emulated_amdsmi
 from accelkit.testing.fakes.nvml_c import emulated_pynvml
 from accelkit_plugins.amd import AmdManager
 from accelkit_plugins.nvidia import NvidiaManager
+from vendor_wrappers import AMDSMI_LATEST, Fetch
 
-Fetch = Callable[[str, str], pathlib.Path]
 INSTALLED = "installed"
 A100_MIGS = (
     nvidia.FakeMig("MIG-11111111-2222-3333-4444-000000000001"),
@@ -38,35 +37,6 @@ A100_MIGS = (
 )
 
 
-@pytest.fixture(scope="session")
-def fetch_release(request: pytest.FixtureRequest, tmp_path_factory: Any) -> Fetch:
-    """``fetch(distribution, version)``: a directory holding that release, installed once per
-    pytest cache (or per session with the cache off); the test is skipped when pip cannot."""
-    cache = getattr(request.config, "cache", None)
-    base = cache.mkdir("vendor-wrappers") if cache else tmp_path_factory.mktemp("wrappers")
-    failures: dict[str, str] = {}
-
-    def fetch(distribution: str, version: str) -> pathlib.Path:
-        spec = f"{distribution}=={version}"
-        target = pathlib.Path(base) / f"{distribution}-{version}"
-        if spec not in failures and not (target / "COMPLETE").exists():
-            argv = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"]
-            argv += ["--disable-pip-version-check", "--timeout", "20", "--retries", "1"]
-            result = subprocess.run(
-                [*argv, "--target", str(target), spec], capture_output=True, text=True
-            )
-            if result.returncode == 0:
-                (target / "COMPLETE").write_text(spec)
-            else:
-                lines = (result.stderr or result.stdout).strip().splitlines() or ["no output"]
-                failures[spec] = f"pip cannot install {spec}: {lines[-1]}"
-        if spec in failures:
-            pytest.skip(failures[spec])
-        return target
-
-    return fetch
-
-
 @pytest.fixture(params=[INSTALLED, "12.535.161", "11.495.46"])
 def pynvml_source(request: pytest.FixtureRequest, fetch_release: Fetch) -> Optional[pathlib.Path]:
     """The ``pynvml.py`` of one nvidia-ml-py release (None: the installed one)."""
@@ -75,11 +45,9 @@ def pynvml_source(request: pytest.FixtureRequest, fetch_release: Fetch) -> Optio
     return fetch_release("nvidia-ml-py", request.param) / "pynvml.py"
 
 
-@pytest.fixture(params=[INSTALLED, "6.2.4", "6.0.2"])
-def amdsmi_package(request: pytest.FixtureRequest, fetch_release: Fetch) -> Optional[pathlib.Path]:
-    """The ``amdsmi`` package directory of one release (None: the installed one)."""
-    if request.param == INSTALLED:
-        return None
+@pytest.fixture(params=[AMDSMI_LATEST, "6.2.4", "6.0.2"])
+def amdsmi_package(request: pytest.FixtureRequest, fetch_release: Fetch) -> pathlib.Path:
+    """The ``amdsmi`` package directory of one release (none is installed: see conftest)."""
     return fetch_release("amdsmi", request.param) / "amdsmi"
 
 
@@ -189,7 +157,7 @@ def amd_host(tmp_path: pathlib.Path, gpus: list[amd.FakeAmdGpu], module: Any) ->
 
 
 def test_amdsmi_gives_every_fact_and_rocr_uuids(
-    tmp_path: pathlib.Path, run_detect: Callable[..., Any], amdsmi_package: Optional[pathlib.Path]
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], amdsmi_package: pathlib.Path
 ) -> None:
     gpus = mi300x(8)
     smi = emulated_amdsmi(gpus, package_dir=amdsmi_package)
@@ -208,7 +176,7 @@ def test_amdsmi_gives_every_fact_and_rocr_uuids(
 
 
 def test_amdsmi_handles_in_another_order_give_ids_in_kfd_order(
-    tmp_path: pathlib.Path, run_detect: Callable[..., Any], amdsmi_package: Optional[pathlib.Path]
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], amdsmi_package: pathlib.Path
 ) -> None:
     gpus = mi300x(8)
     order = [5, 2, 7, 0, 3, 6, 1, 4]
@@ -221,7 +189,7 @@ def test_amdsmi_handles_in_another_order_give_ids_in_kfd_order(
 
 # -- the hand-written fakes raise what the real wrappers raise ---------------------------------
 def test_amdsmi_without_its_driver_is_info_and_the_next_layer_answers(
-    tmp_path: pathlib.Path, run_detect: Callable[..., Any], amdsmi_package: Optional[pathlib.Path]
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], amdsmi_package: pathlib.Path
 ) -> None:
     """amdsmi_init answers AMDSMI_STATUS_DRIVER_NOT_LOADED (34) when amdgpu is not loaded; the
     wrapper raises its one exception class for every status, so the status names the cause."""
@@ -280,36 +248,40 @@ def test_every_nvml_error_of_the_hand_written_pynvml_is_a_real_one() -> None:
         assert str(getattr(fake, name)()) == str(getattr(real, name)())
 
 
-def test_the_hand_written_amdsmi_raises_what_the_real_one_raises() -> None:
+def test_the_hand_written_amdsmi_raises_what_the_real_one_raises(amdsmi_dir: pathlib.Path) -> None:
     gpus = amd.fake_amdgpus(1)
     fake = raised(amd.fake_amdsmi(gpus).amdsmi_get_processor_handles)
-    real = raised(emulated_amdsmi(gpus).amdsmi_get_processor_handles)
+    real = raised(emulated_amdsmi(gpus, package_dir=amdsmi_dir).amdsmi_get_processor_handles)
     assert [c.__name__ for c in type(fake).__mro__] == [c.__name__ for c in type(real).__mro__]
     assert (str(fake), fake.err_code) == (str(real), real.err_code)  # type: ignore[attr-defined]
 
 
 # -- the emulators themselves -------------------------------------------------------------------
-def test_emulated_wrappers_are_fresh_copies_that_leave_sys_modules_alone() -> None:
+def test_emulated_wrappers_are_fresh_copies_that_leave_sys_modules_alone(
+    amdsmi_dir: pathlib.Path,
+) -> None:
     before = dict(sys.modules)
     first, second = emulated_pynvml([]), emulated_pynvml([])
-    smi = emulated_amdsmi([])
+    smi = emulated_amdsmi([], package_dir=amdsmi_dir)
     assert first is not second and first.NVMLError is not second.NVMLError
     assert "pynvml" not in sys.modules or sys.modules["pynvml"] not in (first, second)
     assert smi.__name__ not in sys.modules
     assert dict(sys.modules) == before
 
 
-def test_an_unknown_nvml_function_is_not_found_and_amdsmi_names_what_is_not_emulated() -> None:
+def test_an_unknown_nvml_function_is_not_found_and_amdsmi_names_what_is_not_emulated(
+    amdsmi_dir: pathlib.Path,
+) -> None:
     nvml = emulated_pynvml(nvidia.fake_gpus(1))
     error = raised(lambda: nvml.nvmlDeviceGetPowerUsage(nvml_gpu(nvml, 0)))
     assert type(error).__name__ == "NVMLError_FunctionNotFound"
-    smi = emulated_amdsmi(amd.fake_amdgpus(1))
+    smi = emulated_amdsmi(amd.fake_amdgpus(1), package_dir=amdsmi_dir)
     smi.amdsmi_init()
     handle = smi.amdsmi_get_processor_handles()[0]
     with pytest.raises(NotImplementedError, match=r"amdsmi_get_gpu_device_uuid\(\) is not"):
         smi.amdsmi_get_gpu_device_uuid(handle)
 
 
-def test_a_handle_order_that_is_not_a_permutation_is_refused() -> None:
+def test_a_handle_order_that_is_not_a_permutation_is_refused(amdsmi_dir: pathlib.Path) -> None:
     with pytest.raises(ValueError, match=r"handle_order \[0, 0\] is not an ordering of the 2"):
-        emulated_amdsmi(amd.fake_amdgpus(2), handle_order=[0, 0])
+        emulated_amdsmi(amd.fake_amdgpus(2), handle_order=[0, 0], package_dir=amdsmi_dir)

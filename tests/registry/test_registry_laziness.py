@@ -20,6 +20,8 @@ print(json.dumps(sorted(sys.modules)))
 
 PLUGIN_MODULES = ("accelkit_plugins.", "accelkit.hints", "accelkit_example")
 VENDOR_LIBRARIES = ("pynvml", "amdsmi", "dpctl", "acl", "habana_frameworks", "torch", "jax")
+ENGINES = ("distributed", "dask", "ray", "accelkit.exports", "accelkit.integrations")
+"""Engines (extras) and the modules that serve them load only when used."""
 LIGHT = (
     *("Device", "Host", "LocalHost", "FakeHost", "CommandResult", "ProbeError"),
     *("AccelkitError", "InvalidRequest", "Unsatisfiable", "ConfigurationError", "PluginError"),
@@ -58,6 +60,7 @@ def test_import_loads_no_plugin_and_scans_no_entry_point(
     assert ("pluggy" in loaded) is registry_loaded
     assert not [m for m in loaded if m.startswith(PLUGIN_MODULES)]
     assert not [m for m in loaded if m.split(".")[0] in VENDOR_LIBRARIES]
+    assert not [m for m in loaded if m.startswith(ENGINES)]
 
 
 def test_builtins_alone_never_import_importlib_metadata() -> None:

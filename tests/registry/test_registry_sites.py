@@ -16,8 +16,15 @@ from fake_dists import FakeSite
 
 @pytest.fixture
 def alone(site: FakeSite, monkeypatch: pytest.MonkeyPatch) -> FakeSite:
-    """The fake site as the only entry of sys.path."""
+    """The fake site as the only entry of sys.path, and the standard finders only (a library
+    imported earlier in the session, such as distributed's toolz, may add a finder that lists
+    distributions too)."""
     monkeypatch.setattr(sys, "path", [str(site.path)])
+    path_finder = importlib.machinery.PathFinder
+    others = [f for f in sys.meta_path if not hasattr(f, "find_distributions")]
+    monkeypatch.setattr(
+        sys, "meta_path", [*(f for f in others if f is not path_finder), path_finder]
+    )
     return site
 
 

@@ -17,7 +17,7 @@ import os
 import sys
 import unicodedata
 from collections.abc import Sequence
-from typing import NoReturn, Optional
+from typing import Any, NoReturn, Optional
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "describe", "main", "printable"]
 
@@ -25,7 +25,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
-VERBS = ("ls", "plugins", "env", "run", "ps", "snapshot", "check")
+VERBS = ("ls", "plugins", "env", "run", "ps", "resources", "dask-worker", "snapshot", "check")
 """Verb modules in the order ``--help`` lists them."""
 
 
@@ -51,8 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"accelkit {VERSION}")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
     for verb in VERBS:
-        importlib.import_module(f".{verb}", __name__).register(verbs, common)
+        _verb_module(verb).register(verbs, common)
     return parser
+
+
+def _verb_module(verb: str) -> Any:
+    """The module of ``verb`` (``dask-worker`` is ``accelkit.cli.dask_worker``)."""
+    return importlib.import_module(f".{verb.replace('-', '_')}", __name__)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -115,7 +120,7 @@ def _failure_line(words: Sequence[str]) -> str:
     verb = next((w for w in words if not w.startswith("-")), None)
     if verb not in VERBS or "--json" in words:  # JSON output is never followed by it
         return ""
-    line = getattr(importlib.import_module(f".{verb}", __name__), "FAILURE_LINE", None)
+    line = getattr(_verb_module(verb), "FAILURE_LINE", None)
     return f"{line}\n" if line else ""
 
 

@@ -99,13 +99,21 @@ def resource_quantity(item: str) -> tuple[str, Quantity]:
     ``RES=Q`` on the command line (``-r``, ``--override``) is read here."""
     name, text = resource_text(item)
     try:
-        return name, float(text)
+        return name, quantity(text)
+    except ValueError as error:
+        raise ValueError(f"{item!r}: {error}") from None
+
+
+def quantity(text: str) -> Quantity:
+    """``"0.5"`` -> 0.5; ``"1/3"`` keeps the exact fraction; ``ValueError`` for anything else."""
+    try:
+        return float(text)
     except ValueError:
         pass
     try:
-        return name, Fraction(text)
+        return Fraction(text)
     except (ValueError, ZeroDivisionError):
-        raise ValueError(f"{item!r}: {text!r} is not a number (write 0.5, 2 or 1/3)") from None
+        raise ValueError(f"{text!r} is not a number (write 0.5, 2 or 1/3)") from None
 
 
 def resource_text(item: str) -> tuple[str, str]:

@@ -30,8 +30,8 @@ def only_builtin_entry_points(group: str, builtins: Iterable[str]) -> bool:
     """True when no distribution on ``sys.path`` declares an entry point of ``group`` whose
     module is not one of ``builtins``; False when one does or when that cannot be told here."""
     finders = [f for f in sys.meta_path if hasattr(f, "find_distributions")]
-    if finders != [importlib.machinery.PathFinder]:
-        return False
+    if any(finder is not importlib.machinery.PathFinder for finder in finders):
+        return False  # another finder (the importlib_metadata backport's, an import hook)
     modules = frozenset(builtins)
     for entry in sys.path:
         directory = entry or os.curdir

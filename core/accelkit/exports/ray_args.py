@@ -1,0 +1,50 @@
+"""``ray start`` arguments that make a Ray node offer what accelkit found on this machine."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from ._labels import relabel
+from .numbers import number
+
+if TYPE_CHECKING:
+    from ..node import Node
+
+__all__ = ["RAY_LABEL_PREFIX", "to_ray"]
+
+RAY_LABEL_PREFIX = "accelkit/"
+"""Node labels go to Ray under this prefix (``ray.io/`` is Ray's own)."""
+
+_RAY_OWN = ("CPU", "memory", "object_store_memory")
+"""Ray's default resources, which it refuses in ``--resources`` (GPU goes to ``--num-gpus``)."""
+
+
+def to_ray(node: Node) -> list[str]:
+    """``["--num-gpus=8", '--resources={"accelerator_type:H100":1}', "--labels=..."]``.
+
+    GPUs of any family are ``--num-gpus`` (Ray refuses ``GPU`` inside ``--resources``); every
+    other resource, accelerator types and TPU slice names included, is in the ``--resources``
+    JSON; node labels are ``--labels`` in Kubernetes label syntax. No argument holds whitespace,
+    so ``ray start $(accelkit resources --format ray)`` passes each one whole.
+    """
+    resources = dict(node.resources)
+    refused = [name for name in _RAY_OWN if name in resources]
+    if refused:
+        raise ValueError(f"Ray reserves the resource name(s) {refused}; rename them on this node")
+    args: list[str] = []
+    gpus = resources.pop("GPU", None)
+    if gpus is not None:
+        if not float(gpus).is_integer():
+            raise ValueError(f"ray start --num-gpus takes a whole number; this node has GPU={gpus}")
+        args.append(f"--num-gpus={int(gpus)}")
+    spaced = [name for name in resources if any(ch.isspace() for ch in name)]
+    if spaced:
+        raise ValueError(f"resource names with whitespace cannot be ray start arguments: {spaced}")
+    if resources:
+        values = {name: number(value) for name, value in resources.items()}
+        args.append("--resources=" + json.dumps(values, separators=(",", ":")))
+    labels = relabel(node.labels, RAY_LABEL_PREFIX)
+    if labels:
+        args.append("--labels=" + ",".join(f"{key}={value}" for key, value in labels.items()))
+    return args

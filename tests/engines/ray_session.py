@@ -1,0 +1,83 @@
+"""Run inside a loopback-only network namespace by test_ray.py: a real Ray node started with
+``to_ray``'s resources runs ``accelkit.integrations.ray.remote`` tasks and an actor of the
+example plugin's ACME family, which Ray has never heard of; prints what they saw as JSON.
+
+The node is this machine with ``ACCELKIT_OVERRIDE_RESOURCES={"ACME": 2}`` (set by the test), so
+the driver and every Ray worker detect the same two ACME cards and share the ledger at
+``$ACCELKIT_LEDGER``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import ray
+from accelkit import detect_node
+from accelkit.exports import to_ray
+from accelkit.integrations.ray import remote
+from accelkit.ledger import Ledger
+from ray._private.utils import parse_resources_json
+from ray.autoscaler._private.cli_logger import cf, cli_logger
+from ray.scripts.scripts import start
+
+
+def meet(barrier: str, parties: int) -> dict[str, object]:
+    """Wait until ``parties`` tasks are running at once, then report this one's view."""
+    Path(barrier, str(os.getpid())).touch()
+    deadline = time.monotonic() + 60
+    while len(os.listdir(barrier)) < parties:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the tasks never ran at the same time")
+        time.sleep(0.05)
+    return {"pid": os.getpid(), "acme": os.environ.get("ACME_VISIBLE_DEVICES")}
+
+
+class Holder:
+    """An actor that keeps one ACME card for its life."""
+
+    def acme(self) -> object:
+        return os.environ.get("ACME_VISIBLE_DEVICES")
+
+
+def main(workdir: str) -> None:
+    params = start.make_context("start", ["--head", *to_ray(detect_node())]).params
+    ray.init(
+        num_cpus=2,
+        num_gpus=params["num_gpus"],
+        resources=parse_resources_json(params["resources"], cli_logger, cf),
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+    )
+    try:
+        task = remote(meet, resources={"ACME": 1})
+        first = ray.get([task.remote(f"{workdir}/first", 2) for _ in range(2)])
+        held_after_tasks = len(Ledger().grants())
+        holder = remote(Holder, resources={"ACME": 1}).remote()
+        actor_sees = ray.get(holder.acme.remote())
+        beside_actor = ray.get(task.remote(f"{workdir}/second", 1))
+        held_with_actor = len(Ledger().grants())
+    finally:
+        ray.shutdown()
+    print(
+        json.dumps(
+            {
+                "cluster_resources": params["resources"],
+                "first": first,
+                "held_after_tasks": held_after_tasks,
+                "actor_sees": actor_sees,
+                "beside_actor": beside_actor,
+                "held_with_actor": held_with_actor,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    for name in ("first", "second"):
+        Path(sys.argv[1], name).mkdir()
+    main(sys.argv[1])

@@ -1,0 +1,320 @@
+"""Every export format on every example node, each read by its consumer's own rules: Ray's
+``ray start`` option parser, a ``gres.conf`` reader written from SLURM's documented grammar,
+Kubernetes label syntax for NFD feature files, and distributed's ``dask worker`` options."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from accelkit import Device, Node, detect_node, load_snapshot
+from accelkit.exports import to_dask, to_gres, to_nfd, to_ray
+from accelkit.exports._labels import label_value, relabel
+from accelkit.exports.gres import _ranges
+from accelkit.policy import FamilyPolicy
+from engine_nodes import NODES, ROOT, SNAPSHOTS
+from hypothesis import given
+from hypothesis import strategies as st
+
+IDS = [path.name if path.name != "node" else "acme-example" for path in NODES]
+
+
+@pytest.fixture(params=NODES, ids=IDS, scope="module")
+def node(request: pytest.FixtureRequest) -> Node:
+    return detect_node(load_snapshot(request.param))
+
+
+# -- Ray ---------------------------------------------------------------------------------------
+
+
+def test_ray_start_parses_the_arguments_into_the_node_resources_and_labels(node: Node) -> None:
+    from ray._private.label_utils import parse_node_labels_string
+    from ray._private.parameter import RayParams
+    from ray._private.utils import parse_resources_json
+    from ray.autoscaler._private.cli_logger import cf, cli_logger
+    from ray.scripts.scripts import start
+
+    params = start.make_context("start", ["--head", *to_ray(node)]).params
+    resources = parse_resources_json(params["resources"], cli_logger, cf)
+    labels = parse_node_labels_string(params["labels"])
+    # RayParams refuses GPU (and CPU, memory) inside resources, as `ray start` does.
+    RayParams(num_gpus=params["num_gpus"], resources=resources, labels=labels)
+    offered = dict(resources)
+    if params["num_gpus"] is not None:
+        offered["GPU"] = params["num_gpus"]
+    assert offered == node.resources
+    assert labels == {"accelkit/" + k.split("/", 1)[1]: v for k, v in node.labels.items()}
+
+
+def test_ray_arguments_survive_shell_word_splitting() -> None:
+    """``ray start $(accelkit resources --format ray)``: each argument arrives whole."""
+    host = str(SNAPSHOTS / "mixed-nvidia-ascend")
+    command = (
+        f'printf "%s\\n" $({sys.executable} -m accelkit.cli resources --format ray --host {host})'
+    )
+    words = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
+    assert words.stdout.splitlines() == to_ray(detect_node(load_snapshot(host)))
+
+
+def test_ray_refuses_what_ray_start_cannot_take() -> None:
+    with pytest.raises(ValueError, match=r"whole number; this node has GPU=0\.5"):
+        to_ray(Node(resources={"GPU": 0.5}))
+    with pytest.raises(ValueError, match="reserves the resource name"):
+        to_ray(Node(resources={"memory": 1.0}))
+
+
+# -- Dask --------------------------------------------------------------------------------------
+
+
+def test_dask_worker_reads_the_resources_option(node: Node) -> None:
+    from distributed.cli.dask_worker import main
+
+    argv = shlex.split(to_dask(node))
+    params = main.make_context("dask-worker", ["tcp://127.0.0.1:8786", *argv]).params
+    # distributed's own reading of --resources (dask_worker.py): pairs split on blanks/commas.
+    pairs = params["resources"].replace(",", " ").split()
+    assert {k: float(v) for k, v in (pair.split("=") for pair in pairs)} == node.resources
+
+
+RESOURCE_NAMES = st.from_regex(r"[A-Za-z][A-Za-z0-9_.:\-]{0,20}", fullmatch=True).filter(
+    lambda name: name not in ("GPU", "CPU", "memory", "object_store_memory")
+)
+AMOUNTS = st.integers(1, 10**8).map(lambda units: units / 10**4)
+
+
+@given(st.dictionaries(RESOURCE_NAMES, AMOUNTS), st.integers(0, 64))
+def test_any_node_resources_survive_both_engines_readings(
+    resources: dict[str, float], gpus: int
+) -> None:
+    from ray._private.utils import parse_resources_json
+    from ray.autoscaler._private.cli_logger import cf, cli_logger
+    from ray.scripts.scripts import start
+
+    node = Node(resources={**resources, "GPU": float(gpus)})
+    params = start.make_context("start", to_ray(node)).params
+    assert {**parse_resources_json(params["resources"], cli_logger, cf), "GPU": gpus} == (
+        node.resources
+    )
+    pairs = shlex.split(to_dask(node))[1].split()
+    assert {k: float(v) for k, v in (pair.split("=") for pair in pairs)} == node.resources
+
+
+def test_dask_refuses_names_it_would_split() -> None:
+    with pytest.raises(ValueError, match="'a=b'"):
+        to_dask(Node(resources={"a=b": 1.0}))
+
+
+# -- SLURM gres.conf ---------------------------------------------------------------------------
+
+GRES_KEYS = {"name", "type", "file", "count", "cores", "flags", "links", "multiplefiles"}
+GRES_FLAGS = {
+    "countonly",
+    "explicit",
+    "one_sharing",
+    "amd_gpu_env",
+    "intel_gpu_env",
+    "nvidia_gpu_env",
+    "opencl_env",
+}
+COUNT = re.compile(r"^(\d+)([KMGTP]?)$")
+BRACKETS = re.compile(r"^([^\[\]]*)\[([^\[\]]+)\]([^\[\]]*)$")
+
+
+def expand(hostlist: str) -> list[str]:
+    """SLURM's bracket notation, as gres.conf ``File`` takes it: ``/dev/nvidia[0-3,5]``."""
+    found = BRACKETS.match(hostlist)
+    if found is None:
+        assert "[" not in hostlist and "]" not in hostlist, hostlist
+        return [hostlist]
+    prefix, body, suffix = found.groups()
+    names: list[str] = []
+    for part in body.split(","):
+        low, _, high = part.partition("-")
+        assert low.isdigit() and (not high or high.isdigit()), part
+        stop = int(high) if high else int(low)
+        assert stop >= int(low), part
+        names += [f"{prefix}{n:0{len(low)}d}{suffix}" for n in range(int(low), stop + 1)]
+    return names
+
+
+def read_gres_conf(text: str) -> Iterator[dict[str, object]]:
+    """gres.conf per slurm.conf(5)/gres.conf(5): ``#`` comments, then lines of blank-separated,
+    case-insensitive ``Key=Value`` pairs; ``Name`` required; ``File`` bracket ranges; ``Count``
+    a number with an optional K/M/G/T/P suffix, equal to the files' number when both appear;
+    ``Flags`` a comma-separated list of the documented flags."""
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        entry: dict[str, str] = {}
+        for pair in line.split():
+            key, sep, value = pair.partition("=")
+            assert sep and value, f"{pair!r} is not Key=Value"
+            assert key.lower() in GRES_KEYS, f"unknown gres.conf key {key!r}"
+            assert key.lower() not in entry, f"{key} given twice in {line!r}"
+            entry[key.lower()] = value
+        assert "name" in entry, f"no Name in {line!r}"
+        for word in ("name", "type"):
+            assert not set(entry.get(word, "")) & set(":,="), entry
+        files = expand(entry["file"]) if "file" in entry else None
+        count = None
+        if "count" in entry:
+            match = COUNT.match(entry["count"])
+            assert match, entry["count"]
+            count = int(match.group(1)) * 1024 ** " KMGTP".index(match.group(2) or " ")
+        if files is not None and count is not None:
+            assert count == len(files), entry
+        for flag in entry.get("flags", "").split(",") if "flags" in entry else []:
+            assert flag.lower() in GRES_FLAGS, flag
+        yield {
+            "name": entry["name"],
+            "type": entry.get("type"),
+            "count": len(files) if files is not None else (count or 1),
+            "files": files,
+            "flags": entry.get("flags"),
+        }
+
+
+def read_slurm_conf_gres(text: str) -> dict[tuple[str, object], int]:
+    """The ``Gres=`` value of a slurm.conf NodeName line: ``name[:type]:count``, comma-joined."""
+    totals: dict[tuple[str, object], int] = {}
+    for item in text.split(","):
+        parts = item.split(":")
+        assert 2 <= len(parts) <= 3 and parts[-1].isdigit(), item
+        totals[(parts[0], parts[1] if len(parts) == 3 else None)] = int(parts[-1])
+    return totals
+
+
+def test_gres_conf_follows_slurms_grammar_and_counts_every_device(node: Node) -> None:
+    text = to_gres(node)
+    entries = list(read_gres_conf(text))
+    assert sum(e["count"] for e in entries) == len(node.devices)  # type: ignore[misc]
+    comment = next(line for line in text.splitlines() if line.startswith("# slurm.conf: Gres="))
+    totals: dict[tuple[str, object], int] = {}
+    for e in entries:
+        key = (str(e["name"]), e["type"])
+        totals[key] = totals.get(key, 0) + int(e["count"])  # type: ignore[call-overload]
+    assert read_slurm_conf_gres(comment.split("Gres=", 1)[1]) == totals
+    for e in entries:
+        if e["name"] == "gpu" and e["files"]:
+            assert e["flags"] == "nvidia_gpu_env"
+            assert e["files"] == [f"/dev/nvidia{n}" for n in range(len(e["files"]))]  # type: ignore[arg-type]
+        else:  # SLURM sets no variable for these: the docs' TaskProlog does
+            assert e["flags"] is None
+
+
+def test_gres_binds_files_only_where_every_id_names_one() -> None:
+    policy = FamilyPolicy(
+        "nvidia",
+        "GPU",
+        visible_devices_env_var="CUDA_VISIBLE_DEVICES",
+        device_file="/dev/nvidia{id}",
+    )
+    gpus = [Device(str(n), n, "nvidia", "GPU", "A100") for n in (0, 1, 2, 5)]
+    mig = [Device("MIG-abc", 0, "nvidia", "GPU", "A100-1g.5gb", parent="0")]
+    assert to_gres(Node(devices=gpus, policies={"nvidia": policy})).splitlines() == [
+        "# slurm.conf: Gres=gpu:a100:4",
+        "Name=gpu Type=a100 File=/dev/nvidia[0-2,5] Flags=nvidia_gpu_env",
+    ]
+    assert "Count=1" in to_gres(Node(devices=mig, policies={"nvidia": policy}))
+    assert to_gres(Node()).startswith("#")
+
+
+@given(st.sets(st.integers(0, 300), min_size=2))
+def test_bracket_ranges_expand_back_to_the_numbers(numbers: set[int]) -> None:
+    names = expand(f"/dev/x[{_ranges(sorted(numbers))}]")
+    assert names == [f"/dev/x{n}" for n in sorted(numbers)]
+
+
+# -- Kubernetes NFD ----------------------------------------------------------------------------
+
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+"""Kubernetes' label name and value syntax (k8s.io/apimachinery validation): at most 63
+characters; a value may also be empty."""
+
+
+def check_label(key: str, value: str) -> None:
+    prefix, _, name = key.rpartition("/")
+    assert len(prefix) <= 253 and DNS_SUBDOMAIN.match(prefix), key
+    assert len(name) <= 63 and LABEL_NAME.match(name), key
+    assert value == "" or (len(value) <= 63 and LABEL_NAME.match(value)), value
+
+
+def test_nfd_feature_file_lines_are_labels_nfd_accepts(node: Node) -> None:
+    features = {}
+    for line in to_nfd(node).splitlines():
+        if line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        assert sep, line
+        check_label(key, value)
+        # NFD accepts any *.feature.node.kubernetes.io namespace without configuration.
+        assert key.split("/")[0].endswith(".feature.node.kubernetes.io"), key
+        features[key.split("/")[1]] = value
+    assert features == {k.split("/", 1)[1]: v for k, v in node.labels.items()}
+
+
+@given(
+    st.dictionaries(
+        st.text(min_size=1).filter(
+            lambda s: any(c.isalnum() and c.isascii() for c in s.rpartition("/")[2])
+        ),
+        st.text(),
+    )
+)
+def test_any_label_is_exported_in_label_syntax(labels: dict[str, str]) -> None:
+    try:
+        exported = relabel(labels, "example.com/")
+    except ValueError as error:
+        assert "would both be exported as" in str(error)
+        return
+    for key, value in exported.items():
+        check_label(key, value)
+
+
+def test_labels_outside_the_syntax_are_rewritten_not_dropped() -> None:
+    assert label_value("Intel(R) Max 1550") == "Intel-R--Max-1550"
+    assert relabel({"site/model": " A100 (80GB) "}, "accelkit/") == {"accelkit/model": "A100--80GB"}
+    with pytest.raises(ValueError, match="'a/model' and 'b/model'"):
+        relabel({"a/model": "x", "b/model": "y"}, "accelkit/")
+    with pytest.raises(ValueError, match="no name"):
+        relabel({"site/(!)": "x"}, "accelkit/")
+
+
+# -- the CLI -----------------------------------------------------------------------------------
+
+
+def test_resources_json_is_the_nodes_resources_and_labels() -> None:
+    host = SNAPSHOTS / "nvidia-h100-8gpu"
+    out = subprocess.run(
+        [sys.executable, "-m", "accelkit.cli", "resources", "--host", str(host)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    node = detect_node(load_snapshot(host))
+    assert json.loads(out) == {"resources": node.resources, "labels": node.labels}
+
+
+def test_the_running_at_scale_guide_shows_what_the_commands_print() -> None:
+    guide = (ROOT / "docs" / "running-at-scale.md").read_text()
+    blocks = [b.split("\n", 1)[1] for b in guide.split("```")[1::2] if b.startswith("console")]
+    assert len(blocks) >= 6
+    for block in blocks:
+        command, *shown = block.rstrip("\n").splitlines()
+        assert command.startswith("$ accelkit "), command
+        argv = shlex.split(command[len("$ accelkit ") :])
+        out = subprocess.run(
+            [sys.executable, "-m", "accelkit.cli", *argv],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        ).stdout
+        assert out.splitlines() == shown, command
