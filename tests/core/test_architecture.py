@@ -125,6 +125,7 @@ def test_a_family_with_rules_in_plugin_code_is_asked_through_its_plugin() -> Non
         ["ls", "--host", str(NODES / "nvidia-h100-8gpu")],
         ["env", "-r", "GPU=1", "--host", str(NODES / "nvidia-h100-8gpu")],
         ["resources", "--format", "ray", "--host", str(NODES / "nvidia-h100-8gpu")],
+        ["ps", "--json", "--ledger", "/nonexistent/accelkit-test/ledger.json"],
     ],
 )
 def test_the_cli_imports_only_its_verb(argv: list[str]) -> None:
@@ -136,9 +137,13 @@ with contextlib.redirect_stdout(io.StringIO()):
         main({argv!r})
     except SystemExit:
         pass
+verb = next((w for w in {argv!r} if not w.startswith("-")), None)
+own = "accelkit.cli." + verb.replace("-", "_") if verb else None
 print(json.dumps(sorted(m for m in sys.modules if m.startswith("accelkit.testing")
                         or m.startswith(("accelkit.integrations", "distributed", "ray"))
-                        or m in ("pytest", "accelkit.cli.checking"))))
+                        or m in ("pytest", "asyncio", "accelkit.cli.checking")
+                        or (verb and m.startswith("accelkit.cli.") and m != own
+                            and not m.startswith("accelkit.cli._")))))
 """
     assert json.loads(run_python(script)) == []
 

@@ -29,8 +29,13 @@ VERBS = ("ls", "plugins", "env", "run", "ps", "resources", "dask-worker", "snaps
 """Verb modules in the order ``--help`` lists them."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser; every verb takes ``--host DIR`` to read a snapshot instead of the machine."""
+def build_parser(verb: Optional[str] = None) -> argparse.ArgumentParser:
+    """The parser; every verb takes ``--host DIR`` to read a snapshot instead of the machine.
+
+    With ``verb`` (one of :data:`VERBS`), only that verb's module is imported and registered:
+    a run of one verb never pays for the others' imports. Without, every verb is there (the
+    overview ``--help`` and usage errors list them all).
+    """
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--host",
@@ -50,8 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"accelkit {VERSION}")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
-    for verb in VERBS:
-        _verb_module(verb).register(verbs, common)
+    for name in (verb,) if verb in VERBS else VERBS:
+        _verb_module(name).register(verbs, common)
     return parser
 
 
@@ -86,7 +91,7 @@ def _run(words: list[str]) -> int:
     """Parse and run one verb; every failure is a one-line message and an exit code."""
     from ..errors import AccelkitError
 
-    parser = build_parser()
+    parser = build_parser(_verb(words))
     args = parser.parse_args(words)
     if getattr(args, "run", None) is None:
         parser.print_help()
@@ -117,11 +122,18 @@ def _run(words: list[str]) -> int:
 def _failure_line(words: Sequence[str]) -> str:
     """The verb's ``FAILURE_LINE`` (with a newline), or nothing; the verb is the first word
     that is not an option (the top-level parser takes no option with a value)."""
-    verb = next((w for w in words if not w.startswith("-")), None)
-    if verb not in VERBS or "--json" in words:  # JSON output is never followed by it
+    verb = _verb(words)
+    if verb is None or "--json" in words:  # JSON output is never followed by it
         return ""
     line = getattr(_verb_module(verb), "FAILURE_LINE", None)
     return f"{line}\n" if line else ""
+
+
+def _verb(words: Sequence[str]) -> Optional[str]:
+    """The verb a command line runs: its first word that is not an option (the top-level
+    parser takes no option with a value), when that is a verb."""
+    first = next((word for word in words if not word.startswith("-")), None)
+    return first if first in VERBS else None
 
 
 def describe(exc: BaseException) -> str:

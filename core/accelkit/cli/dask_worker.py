@@ -6,7 +6,6 @@ after ``dask scheduler`` on one of them."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import socket
 import sys
 from typing import Any
@@ -64,5 +63,7 @@ def run(args: argparse.Namespace) -> int:
     for slot in slots:
         seen = " ".join(f"{var}={value}" for var, value in slot.env.items())
         print(f"{slot.name}: {slot.resources} {seen}", file=sys.stderr, flush=True)
+    import asyncio  # only here: it costs more than the rest of the CLI's start together
+
     asyncio.run(run_workers(args.scheduler_address, slots))
     return EXIT_OK
