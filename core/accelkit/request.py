@@ -181,7 +181,7 @@ def _quantity(
     first_error: Optional[InvalidRequest] = None
     for manager in owners:
         try:
-            return _family_units(manager, value)
+            return family_units(manager, value)
         except InvalidRequest as error:
             first_error = first_error or error
     if first_error is not None:
@@ -189,7 +189,7 @@ def _quantity(
     return units
 
 
-def _family_units(rule: FamilyRule, quantity: object) -> int:
+def family_units(rule: FamilyRule, quantity: object) -> int:
     """``rule.validate_quantity(quantity)``, checked: a plugin's rule that raises anything but
     :class:`InvalidRequest`, or answers anything but whole units from 0 to the largest
     quantity, is a :class:`~accelkit.PluginError` naming the family (never a crash later on)."""
@@ -255,7 +255,7 @@ class FamilyDevices:
     def serves(self, units: int, label: Optional[str]) -> bool:
         """Whether an idle node could serve ``units`` here: the family's rule and placement."""
         try:
-            _family_units(self.manager, from_units(units))
+            family_units(self.manager, from_units(units))
         except InvalidRequest:
             return False
         keys = self.allowed(units, label)

@@ -24,6 +24,7 @@ from .errors import InvalidRequest
 from .manager import ACCELERATOR_TYPE_PREFIX, AcceleratorManager
 from .quantities import UNIT, from_units, to_units
 from .registry import Registry, resolve
+from .request import family_units
 
 __all__ = ["GLOO", "TPU_GENERATIONS", "ScalingConfig", "TpuGeneration", "TpuSlice", "tpu_slice"]
 
@@ -305,7 +306,7 @@ class ScalingConfig:
         problems = []
         for manager in self.managers:
             try:
-                manager.validate_quantity(amount)
+                family_units(manager, amount)  # a plugin's broken rule is a PluginError
                 return
             except InvalidRequest as error:
                 problems.append(str(error))

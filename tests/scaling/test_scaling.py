@@ -323,3 +323,30 @@ def test_the_example_places_four_workers_of_two_gpus_each() -> None:
     ]
     assert {r["backend"] for r in reports} == {"nccl"}
     assert {r["visible"] for r in reports} == {"0,1,2,3,4,5,6,7"}
+
+
+class SloppyManager(accelkit.AcceleratorManager):
+    """A third-party family whose quantity rule answers garbage."""
+
+    name = "sloppy"
+    resource_name = "SLOPPY"
+    visible_devices_env_var = "SLOPPY_VISIBLE_DEVICES"
+
+    def detect(self, host: accelkit.Host) -> list[accelkit.Device]:
+        return []
+
+    def validate_quantity(self, quantity: object) -> int:
+        return "lots"  # type: ignore[return-value]
+
+
+class SloppyPlugin:
+    @accelkit.hookimpl
+    def accelkit_register_managers(self) -> list[accelkit.AcceleratorManager]:
+        return [SloppyManager()]
+
+
+def test_a_plugins_broken_quantity_rule_is_a_plugin_error_naming_it() -> None:
+    plugins = accelkit.Registry([SloppyPlugin()], autoload=False)
+    expected = r"sloppy plugin's validate_quantity\(1.0\) returned 'lots'"
+    with pytest.raises(accelkit.PluginError, match=expected):
+        ScalingConfig(2, accelerator="sloppy", registry=plugins)
