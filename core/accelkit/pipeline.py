@@ -59,6 +59,7 @@ from typing import Any, Callable, Optional
 from . import deadlines
 from ._faults import PLUGIN_FAULTS
 from ._shown import shown
+from .detect._quiet import end_captures
 from .device import MAX_DEVICES, Device
 from .diagnostics import Diagnostic, collecting, note
 from .errors import ConfigurationError, InvalidRequest
@@ -214,6 +215,7 @@ def _step_detect(state: _Detection) -> None:
         deadlines.run_all([run.task for run in runs if run.refused is None], running)
         for run in runs:
             state.diagnostics.extend(run.finish(running))
+    end_captures()  # a hung vendor import must not keep accelkit's own stdout
     names = [family.manager.name for family in state.families]
     errors = [d for d in state.diagnostics if d.level == "error"]
     state.registry.record_problems(

@@ -10,11 +10,14 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from types import ModuleType
 
 import accelkit
+import pytest
 from accelkit.detect import import_library
+from accelkit.detect._quiet import stdout_captured
 from accelkit.diagnostics import collecting
 
 
@@ -65,3 +68,75 @@ def test_ls_json_is_json_with_the_real_vendor_wrappers_installed(amdsmi_dir: Pat
     amd = [d for d in node["diagnostics"] if d["family"] in ("amd", "nvidia")]
     if not node["devices"]:
         assert all(d["level"] == "info" for d in amd), amd
+
+
+def test_captures_on_several_threads_take_turns_and_leave_stdout_as_it_was(capfd: object) -> None:
+    """Families detect on several threads; descriptor 1 is one per process."""
+    original, descriptor = sys.stdout, os.fstat(1)
+    texts: dict[str, str] = {}
+
+    def chatter(name: str) -> None:
+        with stdout_captured() as printed:
+            for _ in range(50):
+                print(name)
+                os.write(1, f"{name}-c\n".encode())
+        texts[name] = printed[0]
+
+    threads = [threading.Thread(target=chatter, args=(n,)) for n in ("a", "b", "c")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    out, _err = capfd.readouterr()  # type: ignore[attr-defined]
+    assert out == ""
+    for name, text in texts.items():
+        assert sorted(set(text.split())) == sorted({name, f"{name}-c"})
+        assert text.count(f"{name}-c\n") == 50
+    assert sys.stdout is original
+    assert os.fstat(1).st_ino == descriptor.st_ino
+
+
+class HangingImportHost(accelkit.FakeHost):
+    """A host whose vendor library prints, then never finishes importing (a hung driver)."""
+
+    def __init__(self, release: threading.Event) -> None:
+        super().__init__()
+        self.release = release
+
+    def import_module(self, name: str) -> ModuleType:
+        print("hung library says hello")
+        self.release.wait()
+        raise ModuleNotFoundError(name)
+
+
+class HungLibrary(accelkit.AcceleratorManager):
+    name = "hung"
+    resource_name = "HUNG"
+
+    def detect(self, host: accelkit.Host) -> list[accelkit.Device]:
+        import_library(host, "hungsmi")  # no budget of its own: only the deadline ends it
+        return []
+
+
+class Provides:
+    @accelkit.hookimpl
+    def accelkit_register_managers(self) -> list[accelkit.AcceleratorManager]:
+        return [HungLibrary()]
+
+
+def test_a_hung_import_does_not_keep_accelkits_own_stdout(
+    capfd: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ACCELKIT_DETECT_TIMEOUT", "0.5")
+    release = threading.Event()
+    try:
+        plugins = accelkit.Registry([Provides()], autoload=False)
+        node = accelkit.detect_node(HangingImportHost(release), registry=plugins)
+        print("accelkit's own output")
+        sys.stdout.flush()
+        os.write(1, b"and its descriptor-level output\n")
+        out, _err = capfd.readouterr()  # type: ignore[attr-defined]
+        assert out == "accelkit's own output\nand its descriptor-level output\n"
+        assert [d.level for d in node.diagnostics if d.family == "hung"] == ["error"]
+    finally:
+        release.set()

@@ -3,6 +3,12 @@
 ``import amdsmi`` on a machine without ROCm prints a hint to stdout before it raises; a
 scheduler reading ``accelkit ls --json`` would then get text before the JSON. Libraries print
 from Python (``print``) and from C (straight to file descriptor 1), so both are caught.
+
+Stdout is one per process while families detect on several threads, so one capture runs at a
+time (the others wait their turn), and a capture whose import never returns is ended by
+:func:`end_captures` when detection gives up on it: accelkit's own output must reach stdout
+even then. What the hung library prints afterwards may reach stdout; nothing of accelkit's is
+lost.
 """
 
 from __future__ import annotations
@@ -11,11 +17,43 @@ import contextlib
 import io
 import os
 import sys
+import threading
 from collections.abc import Iterator
+from typing import Optional, TextIO
 
-__all__ = ["stdout_captured"]
+__all__ = ["end_captures", "stdout_captured"]
 
 _LIMIT = 1 << 16  # what a note can use of the text; a library printing more is not read further
+_turn = threading.Lock()  # one capture at a time: descriptor 1 and sys.stdout are process-wide
+_state = threading.Lock()  # guards _current, which end_captures may stop from another thread
+
+
+class _Redirect:
+    """Stdout pointed away (Python level, and descriptor 1 where it can be), until stopped."""
+
+    def __init__(self) -> None:
+        self.python_level = io.StringIO()
+        self.original: TextIO = sys.stdout
+        self.sink, self.saved = _redirect_descriptor()
+        sys.stdout = self.python_level
+        self.text: Optional[str] = None
+
+    def stop(self) -> str:
+        """Put stdout back (once; later calls only answer) and return what was printed."""
+        if self.text is None:
+            from_c = b""
+            if self.sink is not None and self.saved is not None:
+                os.dup2(self.saved, 1)
+                os.close(self.saved)
+                os.lseek(self.sink, 0, os.SEEK_SET)
+                from_c = os.read(self.sink, _LIMIT)
+                os.close(self.sink)
+            sys.stdout = self.original
+            self.text = self.python_level.getvalue() + from_c.decode("utf-8", "replace")
+        return self.text
+
+
+_current: Optional[_Redirect] = None
 
 
 @contextlib.contextmanager
@@ -24,27 +62,33 @@ def stdout_captured() -> Iterator[list[str]]:
     yielded holds its text once the block ends.
 
     Where descriptor 1 cannot be duplicated (closed, or not a real file), only Python-level
-    printing is caught. Stdout is process-wide: another thread printing inside the block is
-    caught too, which is why blocks stay as short as one import.
+    printing is caught. Blocks run one at a time across threads, so keep them as short as one
+    import.
     """
+    global _current
     captured: list[str] = []
-    python_level = io.StringIO()
-    sink, saved = _redirect_descriptor()
-    try:
-        with contextlib.redirect_stdout(python_level):
+    with _turn:
+        with _state:
+            redirect = _current = _Redirect()
+        try:
             yield captured
-    finally:
-        from_c = b""
-        if sink is not None and saved is not None:
-            os.dup2(saved, 1)
-            os.close(saved)
-            os.lseek(sink, 0, os.SEEK_SET)
-            from_c = os.read(sink, _LIMIT)
-            os.close(sink)
-        captured.append(python_level.getvalue() + from_c.decode("utf-8", "replace"))
+        finally:
+            with _state:
+                captured.append(redirect.stop())
+                _current = None
 
 
-def _redirect_descriptor() -> tuple[int | None, int | None]:
+def end_captures() -> None:
+    """Put stdout back if a capture is still running: its import hangs, and detection has given
+    up on it (called once every family has answered or the deadline has passed)."""
+    global _current
+    with _state:
+        if _current is not None:
+            _current.stop()
+            _current = None
+
+
+def _redirect_descriptor() -> tuple[Optional[int], Optional[int]]:
     """Point descriptor 1 at an anonymous in-memory file: (that file, the saved original).
 
     ``memfd_create`` makes no file anywhere (detection writes nothing, which the kit audits) and
