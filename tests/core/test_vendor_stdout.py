@@ -17,7 +17,7 @@ from types import ModuleType
 import accelkit
 import pytest
 from accelkit.detect import import_library
-from accelkit.detect._quiet import stdout_captured
+from accelkit.detect._quiet import end_captures, stdout_captured
 from accelkit.diagnostics import collecting
 
 
@@ -140,3 +140,35 @@ def test_a_hung_import_does_not_keep_accelkits_own_stdout(
         assert [d.level for d in node.diagnostics if d.family == "hung"] == ["error"]
     finally:
         release.set()
+
+
+def test_after_a_hung_capture_is_ended_others_proceed_and_its_end_changes_nothing(
+    capfd: object,
+) -> None:
+    original = sys.stdout
+    entered, release = threading.Event(), threading.Event()
+    hung_text: list[str] = []
+
+    def hung() -> None:
+        with stdout_captured() as printed:
+            print("before the hang")
+            entered.set()
+            release.wait()
+            print("after the hang")
+        hung_text.extend(printed)
+
+    thread = threading.Thread(target=hung)
+    thread.start()
+    assert entered.wait(5)
+    end_captures()  # detection gave up on the hung import
+    assert sys.stdout is original
+    with stdout_captured() as printed:  # does not wait for the hung one
+        print("next library")
+    assert printed == ["next library\n"]
+    release.set()
+    thread.join(5)
+    assert hung_text == ["before the hang\n"]  # what it printed before it was given up on
+    assert sys.stdout is original
+    print("ours")
+    out, _err = capfd.readouterr()  # type: ignore[attr-defined]
+    assert out == "after the hang\nours\n"  # a library printing after it was given up on

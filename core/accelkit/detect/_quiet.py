@@ -24,8 +24,7 @@ from typing import Optional, TextIO
 __all__ = ["end_captures", "stdout_captured"]
 
 _LIMIT = 1 << 16  # what a note can use of the text; a library printing more is not read further
-_turn = threading.Lock()  # one capture at a time: descriptor 1 and sys.stdout are process-wide
-_state = threading.Lock()  # guards _current, which end_captures may stop from another thread
+_turn = threading.Condition()  # one capture at a time: descriptor 1 and sys.stdout are one each
 
 
 class _Redirect:
@@ -54,6 +53,7 @@ class _Redirect:
 
 
 _current: Optional[_Redirect] = None
+"""The capture running now; None when stdout is free (guarded by ``_turn``)."""
 
 
 @contextlib.contextmanager
@@ -68,24 +68,29 @@ def stdout_captured() -> Iterator[list[str]]:
     global _current
     captured: list[str] = []
     with _turn:
-        with _state:
-            redirect = _current = _Redirect()
-        try:
-            yield captured
-        finally:
-            with _state:
-                captured.append(redirect.stop())
+        while _current is not None:
+            _turn.wait()
+        redirect = _current = _Redirect()
+    try:
+        yield captured
+    finally:
+        with _turn:
+            captured.append(redirect.stop())
+            if _current is redirect:  # else end_captures already gave stdout back
                 _current = None
+                _turn.notify_all()
 
 
 def end_captures() -> None:
     """Put stdout back if a capture is still running: its import hangs, and detection has given
-    up on it (called once every family has answered or the deadline has passed)."""
+        up on it (called once every family has answered or the deadline has passed). Captures
+    waiting their turn then proceed, so one hung library does not hold up the others."""
     global _current
-    with _state:
+    with _turn:
         if _current is not None:
             _current.stop()
             _current = None
+            _turn.notify_all()
 
 
 def _redirect_descriptor() -> tuple[Optional[int], Optional[int]]:
@@ -103,6 +108,10 @@ def _redirect_descriptor() -> tuple[Optional[int], Optional[int]]:
         saved = os.dup(1)
     except (OSError, ValueError, AttributeError):
         return None, None
-    sink = create("accelkit-captured-stdout")
+    try:
+        sink = create("accelkit-captured-stdout")
+    except OSError:  # out of descriptors or memory: Python-level capture only
+        os.close(saved)
+        return None, None
     os.dup2(sink, 1)
     return sink, saved
