@@ -17,7 +17,7 @@ a scheduler asking for ``{"GPU": 0.5}`` a million times pays for validation once
 from __future__ import annotations
 
 import itertools
-import secrets
+import os
 import threading
 from abc import ABC, abstractmethod
 from bisect import bisect_left, insort
@@ -275,9 +275,10 @@ class Allocator:
         self._live: dict[int, tuple[Grant, _Held]] = {}
         self._plans: dict[Any, _Plan] = {}
         self._lock = threading.Lock()
-        self._tokens = itertools.count(secrets.randbits(32) << 20)
+        self._tokens = itertools.count(int.from_bytes(os.urandom(4), "big") << 20)
         """Grant tokens: a random start, so grants of another allocator are told apart, and below
-        2**53 so JSON readers in any language keep them exact."""
+        2**53 so JSON readers in any language keep them exact. (``os.urandom``, not ``secrets``,
+        which loads OpenSSL's hashes: milliseconds at every ``accelkit run``.)"""
 
     # -- acquire -----------------------------------------------------------------------------
     def acquire(
