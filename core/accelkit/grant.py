@@ -268,14 +268,20 @@ class Grant:
 
         On a node with NVIDIA and AMD GPUs, AMD's rule unsets ``CUDA_VISIBLE_DEVICES`` (HIP
         reads it relative to ROCr's list); written as is, that would show the NVIDIA family
-        every device, hidden or not. The owner's value (or the inherited one) stands.
+        every device, hidden or not. The owner's value (or the inherited one) stands. A family
+        whose plugin this process has not loaded names no variable here (the grant does not
+        touch it, and nothing can write its variable anyway).
         """
         owned = set()
         for other in self.families:
-            if other != family:
-                variable = _manager(plugins, other).visible_devices_env_var
-                if variable is not None:
-                    owned.add(variable)
+            if other == family:
+                continue
+            try:
+                variable = plugins.get_manager(other).visible_devices_env_var
+            except KeyError:
+                continue
+            if variable is not None:
+                owned.add(variable)
         return owned
 
     def _total(

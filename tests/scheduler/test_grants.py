@@ -365,3 +365,12 @@ def test_every_chip_a_narrowed_node_offers_is_still_a_block(
     assert env["TPU_CHIPS_PER_HOST_BOUNDS"] == "2,2,1"
     assert env["TPU_HOST_BOUNDS"] == "1,1,1"
     assert env["TPU_VISIBLE_CHIPS"] in ("0,1,2,3", "4,5,6,7")
+
+
+def test_an_untouched_family_without_its_plugin_here_does_not_stop_the_grant() -> None:
+    """A node's JSON names a third-party family this worker has no plugin for; a grant of
+    NVIDIA GPUs on it still writes its environment (only hiding that family needs the plugin)."""
+    grant = Grant(1, {"GPU": 1.0}, [(devices("nvidia", 1)[0], 1.0)], families=["nvidia", "acme"])
+    assert grant.env(NO_ENV, hooks=False)["CUDA_VISIBLE_DEVICES"] == "0"
+    with pytest.raises(PluginError, match="acme"):
+        grant.env(NO_ENV, hide_others=True, hooks=False)
