@@ -175,15 +175,15 @@ async def run_workers(
 ) -> None:
     """Start one nanny per slot against ``scheduler_address`` and serve until the scheduler
     closes them, or SIGINT/SIGTERM closes them here."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for number in (signal.SIGINT, signal.SIGTERM):  # before any worker can be seen: a stop
+        loop.add_signal_handler(number, stop.set)  # sent as soon as one joins closes them all
     nannies = [
         Nanny(scheduler_address, nthreads=1, **{**nanny_kwargs, **slot.nanny_options()})
         for slot in slots
     ]
     await asyncio.gather(*nannies)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for number in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(number, stop.set)
     finished = asyncio.ensure_future(asyncio.gather(*(n.finished() for n in nannies)))
     stopping = asyncio.ensure_future(stop.wait())
     await asyncio.wait([finished, stopping], return_when=asyncio.FIRST_COMPLETED)
