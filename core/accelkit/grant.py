@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
@@ -31,6 +31,7 @@ __all__ = [
     "NOSET_PREFIX",
     "SCHEMA_VERSION",
     "Grant",
+    "apply_env",
     "numeric_order",
     "worker_environ",
 ]
@@ -45,17 +46,23 @@ def numeric_order(device_id: str) -> tuple[int, int, str]:
     return (0, int(device_id), "") if is_index(device_id) else (1, 0, device_id)
 
 
-def worker_environ(
-    changes: Mapping[str, Optional[str]], base: Optional[Mapping[str, str]] = None
-) -> dict[str, str]:
-    """A whole environment for a new process: ``base`` (None: ``os.environ``) with a grant's
-    ``env()`` applied, where None unsets a variable."""
-    environ = dict(os.environ if base is None else base)
+def apply_env(changes: Mapping[str, Optional[str]], environ: MutableMapping[str, str]) -> None:
+    """Apply a grant's ``env()`` to ``environ`` in place: set each variable, or unset it where
+    the value is None (``os.environ`` for this process, as a Ray worker does)."""
     for name, value in changes.items():
         if value is None:
             environ.pop(name, None)
         else:
             environ[name] = value
+
+
+def worker_environ(
+    changes: Mapping[str, Optional[str]], base: Optional[Mapping[str, str]] = None
+) -> dict[str, str]:
+    """A whole environment for a new process: ``base`` (None: ``os.environ``) with a grant's
+    ``env()`` applied."""
+    environ = dict(os.environ if base is None else base)
+    apply_env(changes, environ)
     return environ
 
 

@@ -59,7 +59,7 @@ from typing import Any, Callable, Optional
 from . import deadlines
 from ._faults import PLUGIN_FAULTS
 from ._shown import shown
-from .detect._quiet import end_captures
+from ._stdout import end_captures
 from .device import MAX_DEVICES, Device
 from .diagnostics import Diagnostic, collecting, note
 from .errors import ConfigurationError, InvalidRequest

@@ -51,11 +51,8 @@ class AscendManager(AcceleratorManager):
     tolerates_whitespace = False
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
-        """CANN's reading: logical ids up to the first token that is not a plain decimal id."""
-        value = env.get(RUNTIME_VAR)
-        if value is None:
-            return None
-        return valid_prefix(value.split(","), is_index)
+        """The logical ids of ``ASCEND_RT_VISIBLE_DEVICES``, as CANN reads them."""
+        return logical_ids(env.get(RUNTIME_VAR))
 
     def detect(self, host: Host) -> list[Device]:
         """pyACL in a probe process, else npu-smi's chip map, its card list, then /dev."""
@@ -66,6 +63,12 @@ class AscendManager(AcceleratorManager):
             ("command", from_card_list),
             ("devfs", from_devfs),
         )
+
+
+def logical_ids(value: Optional[str]) -> Optional[list[str]]:
+    """CANN's reading of a list: ids up to the first token that is not a plain decimal id (a
+    space counts); None stays None."""
+    return None if value is None else valid_prefix(value.split(","), is_index)
 
 
 def soc_label(name: Optional[str]) -> Optional[str]:
@@ -101,7 +104,7 @@ def from_acl(host: Host) -> Optional[list[Device]]:
         return None
     count = device_count(found.get("count"), "pyACL's device count")
     ids = [str(n) for n in range(count)]
-    visible = AscendManager().read_visible(host.env)
+    visible = logical_ids(host.env.get(RUNTIME_VAR))
     if visible is not None and len(visible) == count:
         ids = visible  # pyACL numbers the visible chips from 0; name them by logical id
     elif visible is not None:

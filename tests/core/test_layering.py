@@ -28,6 +28,7 @@ LAYERS = {
     "_json": 0,
     "_faults": 0,
     "_shown": 0,
+    "_stdout": 0,  # keeping vendor libraries' printing off stdout: the standard library only
     "_lazy": 0,
     "_version": 0,
     "poolworker": 0,  # a pool's worker process: the standard library only, before each call

@@ -16,8 +16,8 @@ from types import ModuleType
 
 import accelkit
 import pytest
+from accelkit._stdout import end_captures, stdout_captured
 from accelkit.detect import import_library
-from accelkit.detect._quiet import end_captures, stdout_captured
 from accelkit.diagnostics import collecting
 
 

@@ -374,3 +374,14 @@ def test_an_untouched_family_without_its_plugin_here_does_not_stop_the_grant() -
     assert grant.env(NO_ENV, hooks=False)["CUDA_VISIBLE_DEVICES"] == "0"
     with pytest.raises(PluginError, match="acme"):
         grant.env(NO_ENV, hide_others=True, hooks=False)
+
+
+def test_a_grants_env_applies_to_a_process_environment_setting_and_unsetting() -> None:
+    from accelkit.grant import apply_env, worker_environ
+
+    changes = {"ROCR_VISIBLE_DEVICES": "1", "CUDA_VISIBLE_DEVICES": None, "UNSET_ALREADY": None}
+    inherited = {"CUDA_VISIBLE_DEVICES": "0,1", "HOME": "/home/x"}
+    assert worker_environ(changes, inherited) == {"ROCR_VISIBLE_DEVICES": "1", "HOME": "/home/x"}
+    assert inherited == {"CUDA_VISIBLE_DEVICES": "0,1", "HOME": "/home/x"}  # a copy was changed
+    apply_env(changes, inherited)
+    assert inherited == {"ROCR_VISIBLE_DEVICES": "1", "HOME": "/home/x"}

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable, Optional
 
+from .._stdout import stdout_captured
 from ..device import Device
 from ..diagnostics import Level, note
 from ..host import Host, ProbeEnv, ProbeError, ProbeFunction
-from ._quiet import stdout_captured
 
 __all__ = [
     "Layer",

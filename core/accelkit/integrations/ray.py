@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional
 import ray
 from ray._private.accelerators import get_all_accelerator_resource_names
 
+from ..grant import apply_env
 from ..ledger import Ledger
 from ..manager import ACCELERATOR_TYPE_PREFIX
 
@@ -124,9 +125,5 @@ def _take(ledger: Ledger, request: dict[str, float], accelerator_type: Optional[
             f"no room for {GRANT_TIMEOUT:g} s: is the Ray node's resource larger than the "
             "node (compare `accelkit resources --format ray`), or is `accelkit run` holding it?"
         )
-    for name, value in grant.env().items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
+    apply_env(grant.env(), os.environ)
     return grant

@@ -32,23 +32,6 @@ class _BrokenStackHost(FakeHost):
         raise RuntimeError(f"{name}: driver/library version mismatch")
 
 
-class _HangingStackHost(FakeHost):
-    """A host whose every command and probe times out and whose libraries are not installed."""
-
-    def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
-        self.runs.append(tuple(argv))
-        raise TimeoutError(f"{argv[0]} did not finish within {timeout or 10:g}s")
-
-    def probe(
-        self,
-        function: ProbeFunction,
-        *args: Any,
-        timeout: Optional[float] = None,
-        env: Optional[ProbeEnv] = None,
-    ) -> Any:
-        raise TimeoutError(f"probe {function.__qualname__} did not finish")
-
-
 class _ToolsDownHost(HostView):
     """A backdoor host's files and variables, with its vendor tools and libraries gone wrong.
 
@@ -110,7 +93,7 @@ def _empty_root(subject: Subject) -> FakeHost:
 def broken_stack(subject: Subject) -> None:
     """Commands that hang or print garbage and broken libraries give zero devices, no exception."""
     for host, what in (
-        (_HangingStackHost(), "a host where every command and probe times out"),
+        (_ToolsDownHost(FakeHost(), "hanging"), "a host where every command and probe times out"),
         (_BrokenStackHost(), "a host where every command prints garbage and imports fail"),
     ):
         devices = subject.detect(host, what)
