@@ -6,7 +6,7 @@ plugin. Every public name below is resolved on first use (``accelkit.__version__
 
 from __future__ import annotations
 
-from ._lazy import lazy_exports
+from accelkit._lazy import lazy_exports
 
 TYPE_CHECKING = False
 """``typing.TYPE_CHECKING`` without importing ``typing`` (with ``re`` and ``functools`` behind
@@ -24,7 +24,7 @@ _LAZY = {
     "FakeHost": "host",
     "CommandResult": "host",
     "ProbeError": "host",
-    "load_snapshot": "snapshot",
+    "load_snapshot": "node",
     "AccelkitError": "errors",
     "InvalidData": "errors",
     "InvalidRequest": "errors",
@@ -36,10 +36,10 @@ _LAZY = {
     "PluginWarning": "errors",
     "Diagnostic": "diagnostics",
     "note": "diagnostics",
-    "Placement": "placement",
-    "LOWEST_FREE": "placement",
-    "ALIGNED_BLOCKS": "placement",
-    "CONTIGUOUS": "placement",
+    "Placement": "policy",
+    "LOWEST_FREE": "policy",
+    "ALIGNED_BLOCKS": "policy",
+    "CONTIGUOUS": "policy",
     "Registry": "registry",
     "PluginInfo": "registry",
     "UnknownFamily": "registry",
@@ -47,10 +47,10 @@ _LAZY = {
     "get_manager": "registry",
     "plugin_report": "registry",
     "Node": "node",
-    "detect_node": "pipeline",
-    "validate_request": "request",
-    "Allocator": "allocator",
-    "Grant": "grant",
+    "detect_node": "node",
+    "validate_request": "schedule",
+    "Allocator": "schedule",
+    "Grant": "schedule",
     "visible_ids": "runtime",
     "__version__": "_version",
 }
@@ -58,45 +58,45 @@ _LAZY = {
 __all__ = [name for name in _LAZY if name != "__version__"]
 
 if TYPE_CHECKING:
-    from ._version import __version__ as __version__
-    from .allocator import Allocator as Allocator
-    from .device import Device as Device
-    from .diagnostics import Diagnostic as Diagnostic
-    from .diagnostics import note as note
-    from .errors import AccelkitError as AccelkitError
-    from .errors import ConfigurationError as ConfigurationError
-    from .errors import InvalidData as InvalidData
-    from .errors import InvalidRequest as InvalidRequest
-    from .errors import LedgerError as LedgerError
-    from .errors import PluginError as PluginError
-    from .errors import PluginWarning as PluginWarning
-    from .errors import Unsatisfiable as Unsatisfiable
-    from .errors import WorkerCrashed as WorkerCrashed
-    from .grant import Grant as Grant
-    from .hookspecs import hookimpl as hookimpl
-    from .host import CommandResult as CommandResult
-    from .host import FakeHost as FakeHost
-    from .host import Host as Host
-    from .host import LocalHost as LocalHost
-    from .host import ProbeError as ProbeError
-    from .manager import ACCELERATOR_TYPE_PREFIX as ACCELERATOR_TYPE_PREFIX
-    from .manager import API_VERSION as API_VERSION
-    from .manager import AcceleratorManager as AcceleratorManager
-    from .node import Node as Node
-    from .pipeline import detect_node as detect_node
-    from .placement import ALIGNED_BLOCKS as ALIGNED_BLOCKS
-    from .placement import CONTIGUOUS as CONTIGUOUS
-    from .placement import LOWEST_FREE as LOWEST_FREE
-    from .placement import Placement as Placement
-    from .policy import FamilyPolicy as FamilyPolicy
-    from .registry import PluginInfo as PluginInfo
-    from .registry import Registry as Registry
-    from .registry import UnknownFamily as UnknownFamily
-    from .registry import get_manager as get_manager
-    from .registry import managers as managers
-    from .registry import plugin_report as plugin_report
-    from .request import validate_request as validate_request
-    from .runtime import visible_ids as visible_ids
-    from .snapshot import load_snapshot as load_snapshot
+    from accelkit._version import __version__ as __version__
+    from accelkit.device import Device as Device
+    from accelkit.diagnostics import Diagnostic as Diagnostic
+    from accelkit.diagnostics import note as note
+    from accelkit.errors import AccelkitError as AccelkitError
+    from accelkit.errors import ConfigurationError as ConfigurationError
+    from accelkit.errors import InvalidData as InvalidData
+    from accelkit.errors import InvalidRequest as InvalidRequest
+    from accelkit.errors import LedgerError as LedgerError
+    from accelkit.errors import PluginError as PluginError
+    from accelkit.errors import PluginWarning as PluginWarning
+    from accelkit.errors import Unsatisfiable as Unsatisfiable
+    from accelkit.errors import WorkerCrashed as WorkerCrashed
+    from accelkit.hookspecs import hookimpl as hookimpl
+    from accelkit.host import CommandResult as CommandResult
+    from accelkit.host import FakeHost as FakeHost
+    from accelkit.host import Host as Host
+    from accelkit.host import LocalHost as LocalHost
+    from accelkit.host import ProbeError as ProbeError
+    from accelkit.manager import ACCELERATOR_TYPE_PREFIX as ACCELERATOR_TYPE_PREFIX
+    from accelkit.manager import API_VERSION as API_VERSION
+    from accelkit.manager import AcceleratorManager as AcceleratorManager
+    from accelkit.node import Node as Node
+    from accelkit.node import detect_node as detect_node
+    from accelkit.node import load_snapshot as load_snapshot
+    from accelkit.policy import ALIGNED_BLOCKS as ALIGNED_BLOCKS
+    from accelkit.policy import CONTIGUOUS as CONTIGUOUS
+    from accelkit.policy import LOWEST_FREE as LOWEST_FREE
+    from accelkit.policy import FamilyPolicy as FamilyPolicy
+    from accelkit.policy import Placement as Placement
+    from accelkit.registry import PluginInfo as PluginInfo
+    from accelkit.registry import Registry as Registry
+    from accelkit.registry import UnknownFamily as UnknownFamily
+    from accelkit.registry import get_manager as get_manager
+    from accelkit.registry import managers as managers
+    from accelkit.registry import plugin_report as plugin_report
+    from accelkit.runtime import visible_ids as visible_ids
+    from accelkit.schedule import Allocator as Allocator
+    from accelkit.schedule import Grant as Grant
+    from accelkit.schedule import validate_request as validate_request
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._shown import shown
-from .errors import InvalidData
+from accelkit._shown import shown
+from accelkit.errors import InvalidData
 
 __all__ = ["check_keys", "check_version"]
 

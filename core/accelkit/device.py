@@ -6,9 +6,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ._json import check_keys
-from ._shown import shown
-from .errors import InvalidData
+from accelkit._json import check_keys
+from accelkit._shown import shown
+from accelkit.errors import InvalidData
 
 __all__ = ["MAX_DEVICES", "SOURCES", "Device"]
 

@@ -13,8 +13,8 @@ from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Optional
 
-from ._json import check_keys
-from .errors import InvalidData
+from accelkit._json import check_keys
+from accelkit.errors import InvalidData
 
 __all__ = ["LEVELS", "MAX_NOTES", "Diagnostic", "Level", "collecting", "note"]
 

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Optional
 import pluggy
 
 if TYPE_CHECKING:
-    from .grant import Grant
-    from .manager import AcceleratorManager
-    from .node import Node
+    from accelkit.manager import AcceleratorManager
+    from accelkit.node._record import Node
+    from accelkit.schedule._grant import Grant
 
 __all__ = ["ENTRY_POINT_GROUP", "PROJECT", "hookimpl", "hookspec"]
 

@@ -11,13 +11,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, Optional
 
-from .device import Device
-from .placement import LOWEST_FREE, PLACEMENTS, Placement
-from .policy import FamilyPolicy
-from .visibility import NOTHING_VISIBLE, is_index, join_ids, split_ids
+from accelkit._visibility import NOTHING_VISIBLE, is_index, join_ids, split_ids
+from accelkit.device import Device
+from accelkit.policy import LOWEST_FREE, PLACEMENTS, FamilyPolicy, Placement
 
 if TYPE_CHECKING:
-    from .host import Host
+    from accelkit.host._host import Host
 
 __all__ = [
     "ACCELERATOR_TYPE_PREFIX",

@@ -21,8 +21,8 @@ from fractions import Fraction
 from numbers import Rational, Real
 from typing import Union
 
-from ._shown import shown
-from .errors import InvalidData, InvalidRequest
+from accelkit._shown import shown
+from accelkit.errors import InvalidData, InvalidRequest
 
 __all__ = ["MAX_QUANTITY", "SNAP", "UNIT", "from_units", "json_amount", "to_units"]
 

@@ -7,13 +7,13 @@ import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Optional
 
-from ._faults import PLUGIN_FAULTS
-from .errors import PluginWarning
-from .visibility import checked_ids, is_index
+from accelkit._faults import PLUGIN_FAULTS
+from accelkit._visibility import checked_ids, is_index
+from accelkit.errors import PluginWarning
 
 if TYPE_CHECKING:
-    from .grant import Grant
-    from .registry import Registry
+    from accelkit.registry import Registry
+    from accelkit.schedule._grant import Grant
 
 __all__ = ["FRAMEWORKS", "devices", "visible_ids"]
 
@@ -31,7 +31,7 @@ def visible_ids(
     variable never hides the answer for the other families. The families are ``registry``'s
     (None: the default one).
     """
-    from .registry import resolve
+    from accelkit.registry import resolve
 
     source: Mapping[str, str] = os.environ if env is None else env
     visible: dict[str, Optional[list[str]]] = {}
@@ -76,8 +76,8 @@ def devices(
     environment does not show the granted ids (a worker started without its grant's
     environment sees the wrong devices, or all of them).
     """
-    from .grant import LOCAL_DEVICES_PREFIX
-    from .registry import resolve
+    from accelkit.registry import resolve
+    from accelkit.schedule._grant import LOCAL_DEVICES_PREFIX
 
     if framework not in FRAMEWORKS:
         raise ValueError(f"no device names for framework {framework!r}; known: {FRAMEWORKS}")

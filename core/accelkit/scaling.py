@@ -20,11 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Optional, Union
 
-from .errors import InvalidRequest
-from .manager import ACCELERATOR_TYPE_PREFIX, AcceleratorManager
-from .quantities import UNIT, from_units, to_units
-from .registry import Registry, resolve
-from .request import family_units
+from accelkit.errors import InvalidRequest
+from accelkit.manager import ACCELERATOR_TYPE_PREFIX, AcceleratorManager
+from accelkit.quantities import UNIT, from_units, to_units
+from accelkit.registry import Registry, resolve
+from accelkit.schedule._request import family_units
 
 __all__ = ["GLOO", "TPU_GENERATIONS", "ScalingConfig", "TpuGeneration", "TpuSlice", "tpu_slice"]
 

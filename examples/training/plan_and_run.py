@@ -19,8 +19,8 @@ import sys
 from typing import Optional
 
 import accelkit
+from accelkit import load_snapshot
 from accelkit.scaling import ScalingConfig
-from accelkit.snapshot import load_snapshot
 
 WORKER = """
 import json, os

@@ -45,7 +45,7 @@ for _ in range(1000):
     alloc.release(grant)
 grant = alloc.acquire({request!r})
 loaded = sorted(m for m in sys.modules if m == "pluggy" or m.startswith(("accelkit_plugins",
-    "accelkit.registry", "accelkit.pipeline")))
+    "accelkit.registry", "accelkit.node._detect")))
 print(json.dumps({{"loaded": loaded, "ids": grant.ids}}))
 """
 

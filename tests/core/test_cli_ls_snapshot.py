@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from accelkit import registry
-from accelkit.host import FakeHost
-from accelkit.node import Node
-from accelkit.pipeline import detect_node
-from accelkit.snapshot import load_snapshot, record_snapshot
+from accelkit.host._host import FakeHost
+from accelkit.node._detect import detect_node
+from accelkit.node._record import Node
+from accelkit.node._snapshot import load_snapshot, record_snapshot
 
 
 def accelkit(*args: str, **variables: str) -> subprocess.CompletedProcess[str]:

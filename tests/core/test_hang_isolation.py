@@ -17,12 +17,13 @@ from typing import Any, Optional
 
 import probe_targets
 import pytest
-from accelkit import ConfigurationError, Registry, deadlines, detect_node
+from accelkit import ConfigurationError, Registry, detect_node
+from accelkit._settings import Budgets, seconds
 from accelkit.detect import call_probe, detect_layers, library_session, run_command
 from accelkit.device import Device
-from accelkit.host import FakeHost, Host, LocalHost, ProbeEnv, ProbeFunction
+from accelkit.host import _deadlines as deadlines
+from accelkit.host._host import FakeHost, Host, LocalHost, ProbeEnv, ProbeFunction
 from accelkit.manager import AcceleratorManager
-from accelkit.settings import Budgets, seconds
 from core_fakes import Provides
 
 HANG_GUARD = 20.0

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pytest
-from accelkit import host as host_module
-from accelkit.host import (
+from accelkit.host import _host as host_module
+from accelkit.host._host import (
     CommandResult,
     FakeHost,
     HostView,

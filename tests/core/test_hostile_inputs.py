@@ -33,11 +33,11 @@ from accelkit import (
     detect_node,
     validate_request,
 )
+from accelkit._settings import flag
 from accelkit.cli import UNSHOWN, main
 from accelkit.errors import ConfigurationError
+from accelkit.node._snapshot import MANIFEST, load_snapshot
 from accelkit.registry import Registry
-from accelkit.settings import flag
-from accelkit.snapshot import MANIFEST, load_snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -9,10 +9,10 @@ from accelkit import hookimpl, registry
 from accelkit.device import Device
 from accelkit.diagnostics import note
 from accelkit.errors import ConfigurationError
-from accelkit.host import FakeHost, Host, HostView
+from accelkit.host._host import FakeHost, Host, HostView
 from accelkit.manager import AcceleratorManager
-from accelkit.node import Node
-from accelkit.pipeline import EXCLUDE_ENV, NODE_FAMILY, OVERRIDE_ENV, detect_node
+from accelkit.node._detect import EXCLUDE_ENV, NODE_FAMILY, OVERRIDE_ENV, detect_node
+from accelkit.node._record import Node
 from core_fakes import (
     ACME_CSV,
     AcmeManager,

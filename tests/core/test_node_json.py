@@ -7,7 +7,7 @@ import json
 import pytest
 from accelkit.device import SOURCES, Device
 from accelkit.diagnostics import LEVELS, Diagnostic
-from accelkit.node import SCHEMA_VERSION, Node
+from accelkit.node._record import SCHEMA_VERSION, Node
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -35,8 +35,8 @@ from accelkit import (
 )
 from accelkit.detect import MAX_DEVICES, call_probe, device_count
 from accelkit.diagnostics import MAX_NOTES, collecting, note
+from accelkit.node._snapshot import load_snapshot
 from accelkit.registry import Registry
-from accelkit.snapshot import load_snapshot
 from accelkit.testing.fakes import nvidia as fake_nvidia
 from accelkit_plugins.nvidia import NVIDIA_SMI
 
@@ -391,7 +391,7 @@ def test_empty_looking_amdsmi_handles_do_not_hide_later_layers() -> None:
 
 @pytest.mark.parametrize("local", [False, True], ids=["fakehost", "probe-process"])
 def test_import_error_inside_a_library_call_is_a_failure_not_not_installed(local: bool) -> None:
-    host: Host = accelkit.host.LocalHost() if local else FakeHost(modules={"json": json})
+    host: Host = accelkit.host._host.LocalHost() if local else FakeHost(modules={"json": json})
     with collecting("x") as notes:
         assert call_probe(host, probe_targets.import_error_inside_a_call, timeout=30) is None
         assert call_probe(host, probe_targets.need_missing_library, timeout=30) is None

@@ -9,7 +9,7 @@ from typing import Any
 
 import accelkit
 import pytest
-from accelkit.snapshot import load_snapshot, record_snapshot
+from accelkit.node._snapshot import load_snapshot, record_snapshot
 
 jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is in the test extra")
 

@@ -12,9 +12,9 @@ import pytest
 from accelkit import registry
 from accelkit.detect import call_probe, import_library, run_command
 from accelkit.device import Device
-from accelkit.host import FakeHost, Host
-from accelkit.pipeline import EXCLUDE_ENV, OVERRIDE_ENV, detect_node
-from accelkit.snapshot import RecordingHost, load_snapshot, record_snapshot
+from accelkit.host._host import FakeHost, Host
+from accelkit.node._detect import EXCLUDE_ENV, OVERRIDE_ENV, detect_node
+from accelkit.node._snapshot import RecordingHost, load_snapshot, record_snapshot
 from core_fakes import MakeManagers, acme_csv, acme_host, acme_sysfs, static_manager
 
 

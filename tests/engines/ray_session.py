@@ -19,7 +19,7 @@ import ray
 from accelkit import detect_node
 from accelkit.exports import to_ray
 from accelkit.integrations.ray import remote
-from accelkit.ledger import Ledger
+from accelkit.ledger._ledger import Ledger
 from ray._private.utils import parse_resources_json
 from ray.autoscaler._private.cli_logger import cf, cli_logger
 from ray.scripts.scripts import start

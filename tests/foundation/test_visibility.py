@@ -7,7 +7,7 @@ import importlib
 import pytest
 from accelkit.detect import join_ids, split_ids
 from accelkit.manager import AcceleratorManager
-from accelkit.placement import CONTIGUOUS
+from accelkit.policy import CONTIGUOUS
 from accelkit.registry import BUILTIN_PLUGINS
 from accelkit_plugins.neuron.ranges import MAX_RANGE_IDS, format_ranges, parse_ranges
 from hypothesis import given, settings

@@ -10,9 +10,9 @@ import accelkit
 import pytest
 from accelkit.device import Device
 from accelkit.diagnostics import Diagnostic, collecting
-from accelkit.host import FakeHost, Host
+from accelkit.host._host import FakeHost, Host
 from accelkit.manager import AcceleratorManager
-from accelkit.snapshot import load_snapshot
+from accelkit.node._snapshot import load_snapshot
 
 Detect = Callable[[AcceleratorManager, Host], tuple[list[Device], str]]
 

@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 import accelkit
 import pytest
 from accelkit.detect import relative_ids
-from accelkit.snapshot import load_snapshot
+from accelkit.node._snapshot import load_snapshot
 from accelkit.testing.fakes import amd as fake
 from accelkit.testing.fakes.amd import AMDSMI_STATUS_NOT_SUPPORTED
 from accelkit.testing.fakes.amdsmi_c import emulated_amdsmi

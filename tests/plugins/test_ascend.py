@@ -9,8 +9,8 @@ from typing import Any
 import accelkit
 import pytest
 from accelkit.diagnostics import Diagnostic, collecting
-from accelkit.host import CommandSpec
-from accelkit.snapshot import load_snapshot
+from accelkit.host._host import CommandSpec
+from accelkit.node._snapshot import load_snapshot
 from accelkit.testing.fakes import ascend as fake
 from accelkit_plugins.ascend import AscendManager, probe_acl, soc_label
 from hypothesis import given, settings

@@ -9,8 +9,8 @@ import accelkit
 import pytest
 from accelkit.detect import type_label
 from accelkit.diagnostics import Diagnostic, collecting
-from accelkit.host import CommandSpec
-from accelkit.snapshot import load_snapshot
+from accelkit.host._host import CommandSpec
+from accelkit.node._snapshot import load_snapshot
 from accelkit.testing.fakes import gaudi as fake
 from accelkit_plugins.gaudi import TYPE_LABELS, GaudiManager
 from hypothesis import given, settings

@@ -9,7 +9,7 @@ from typing import Any, Callable, Optional
 
 import accelkit
 import pytest
-from accelkit.snapshot import load_snapshot
+from accelkit.node._snapshot import load_snapshot
 from accelkit.testing.fakes import intel as fake
 from accelkit_plugins.intel import IntelManager, dpctl_probe
 from hypothesis import HealthCheck, given, settings

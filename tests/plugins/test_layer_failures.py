@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional, Union
 import accelkit
 import pytest
 from accelkit.diagnostics import Diagnostic, collecting
-from accelkit.host import FakeHost, ProbeEnv, ProbeFunction
+from accelkit.host._host import FakeHost, ProbeEnv, ProbeFunction
 from accelkit.manager import AcceleratorManager
 from accelkit.testing.fakes import amd, ascend, gaudi, intel, neuron, nvidia, tpu
 

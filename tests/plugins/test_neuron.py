@@ -10,7 +10,7 @@ import accelkit
 import pytest
 from accelkit import FakeHost, InvalidRequest
 from accelkit.diagnostics import collecting
-from accelkit.snapshot import load_snapshot
+from accelkit.node._snapshot import load_snapshot
 from accelkit.testing.fakes import neuron as fake
 from accelkit_plugins.neuron import NeuronManager
 from hypothesis import given

@@ -9,7 +9,7 @@ from pathlib import Path
 import accelkit
 import pytest
 from accelkit.cli import main
-from accelkit.snapshot import load_snapshot
+from accelkit.node._snapshot import load_snapshot
 
 NODES = Path(__file__).resolve().parents[2] / "examples" / "nodes"
 

@@ -9,7 +9,7 @@ from typing import Any, Callable
 import accelkit
 import pynvml
 import pytest
-from accelkit.snapshot import load_snapshot
+from accelkit.node._snapshot import load_snapshot
 from accelkit.testing.fakes import nvidia as fake
 from accelkit.testing.fakes.nvml_c import emulated_pynvml
 from accelkit_plugins.nvidia import NvidiaManager

@@ -19,7 +19,7 @@ from accelkit.detect import (
     parse_memory,
 )
 from accelkit.diagnostics import collecting
-from accelkit.host import FakeHost
+from accelkit.host._host import FakeHost
 from accelkit.testing.fakes import ascend as fake_ascend
 from accelkit_plugins.ascend import AscendManager
 from accelkit_plugins.ascend.tables import parse_aligned_table

@@ -9,7 +9,7 @@ import accelkit
 import pytest
 from accelkit import FakeHost, InvalidRequest
 from accelkit.diagnostics import collecting
-from accelkit.snapshot import load_snapshot
+from accelkit.node._snapshot import load_snapshot
 from accelkit.testing.fakes import tpu as fake
 from accelkit_plugins.tpu import CHIP_BOUNDS, HOST_BOUNDS, TpuManager
 from hypothesis import given

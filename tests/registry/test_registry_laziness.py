@@ -18,7 +18,7 @@ md.distributions = refuse
 print(json.dumps(sorted(sys.modules)))
 """
 
-PLUGIN_MODULES = ("accelkit_plugins.", "accelkit.hints", "accelkit_example")
+PLUGIN_MODULES = ("accelkit_plugins.", "accelkit_plugins.hints", "accelkit_example")
 VENDOR_LIBRARIES = ("pynvml", "amdsmi", "dpctl", "acl", "habana_frameworks", "torch", "jax")
 ENGINES = ("distributed", "dask", "ray", "accelkit.exports", "accelkit.integrations")
 """Engines (extras) and the modules that serve them load only when used."""
@@ -40,7 +40,7 @@ LIGHT = (
         ("import accelkit; accelkit.Node; accelkit.detect_node; accelkit.hookimpl", True),
         # `accelkit ps`: reading a ledger needs no node, so no plugin and no detection.
         (
-            "import tempfile; from accelkit.ledger import Ledger; import accelkit.pool; "
+            "import tempfile; from accelkit.ledger import Ledger; import accelkit.pool._pool; "
             "Ledger(tempfile.mkdtemp() + '/ledger.json').grants()",
             False,
         ),

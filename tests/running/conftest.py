@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from accelkit import Node, registry
-from accelkit.ledger import Ledger
+from accelkit.ledger._ledger import Ledger
 from ledger_support import NODES, node_of
 
 

@@ -22,7 +22,7 @@ def node_of(name: str) -> Node:
 HOLD = """
 import json, sys
 from accelkit import Node
-from accelkit.ledger import Ledger
+from accelkit.ledger._ledger import Ledger
 node = Node.from_dict(json.load(open(sys.argv[2])))
 ledger = Ledger(sys.argv[1], node)
 request = json.loads(sys.argv[3])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from accelkit import Node
 from accelkit.cli.run import EXIT_BUSY, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_TIMED_OUT
-from accelkit.ledger import Ledger
+from accelkit.ledger._ledger import Ledger
 from ledger_support import ROOT
 
 H100 = str(ROOT / "examples" / "nodes" / "nvidia-h100-8gpu")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from accelkit import InvalidRequest, LedgerError, Node, Unsatisfiable
-from accelkit.holder import Holder, boot_id
-from accelkit.ledger import Ledger
+from accelkit.ledger._holder import Holder, boot_id
+from accelkit.ledger._ledger import Ledger
 from ledger_support import HoldingProcess, hold_in_turn
 
 
@@ -273,7 +273,7 @@ def test_a_grant_the_node_cannot_hold_is_reported(ledger_path: Path, h100: Node)
 READ_ONLY_CHECK = """
 import json, sys
 from accelkit import LedgerError, Node
-from accelkit.ledger import Ledger
+from accelkit.ledger._ledger import Ledger
 node = Node.from_dict(json.load(open(sys.argv[2])))
 try:
     Ledger(sys.argv[1], node).acquire({"GPU": 1})

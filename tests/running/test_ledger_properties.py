@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from accelkit import Allocator, LedgerError, Node
-from accelkit.holder import boot_id
-from accelkit.ledger import Ledger
+from accelkit.ledger._holder import boot_id
+from accelkit.ledger._ledger import Ledger
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -14,9 +14,9 @@ from typing import Any
 import pool_targets as targets
 import pytest
 from accelkit import InvalidRequest, Node, Unsatisfiable, WorkerCrashed
-from accelkit.holder import Holder
-from accelkit.ledger import Ledger
-from accelkit.pool import AcceleratorPool
+from accelkit.ledger._holder import Holder
+from accelkit.ledger._ledger import Ledger
+from accelkit.pool._pool import AcceleratorPool
 
 
 def pool_of(ledger: Ledger, **options: Any) -> AcceleratorPool:
@@ -176,9 +176,9 @@ def test_bad_calls_fail_at_once(ledger: Ledger) -> None:
 SCRIPT = """
 import json, os, sys
 from accelkit import Node
-from accelkit.holder import Holder
-from accelkit.ledger import Ledger
-from accelkit.pool import AcceleratorPool
+from accelkit.ledger._holder import Holder
+from accelkit.ledger._ledger import Ledger
+from accelkit.pool._pool import AcceleratorPool
 
 def where(n):
     return n, os.environ["CUDA_VISIBLE_DEVICES"]

@@ -254,7 +254,7 @@ def test_devices_are_renumbered_from_zero() -> None:
 
 
 def h100_node() -> accelkit.Node:
-    from accelkit.snapshot import load_snapshot
+    from accelkit.node._snapshot import load_snapshot
 
     return accelkit.detect_node(load_snapshot(ROOT / "examples" / "nodes" / "nvidia-h100-8gpu"))
 
@@ -293,7 +293,7 @@ def test_co_located_workers_see_each_others_gpus_in_numeric_order() -> None:
 
 
 def test_neuron_cores_stay_exclusive_among_peers() -> None:
-    from accelkit.snapshot import load_snapshot
+    from accelkit.node._snapshot import load_snapshot
 
     node = accelkit.detect_node(load_snapshot(ROOT / "examples" / "nodes" / "neuron-trn1-32xlarge"))
     allocator = accelkit.Allocator(node)

@@ -15,10 +15,10 @@ from accelkit import (
     Grant,
     PluginError,
     get_manager,
-    hints,
     hookimpl,
     registry,
 )
+from accelkit_plugins import hints
 from sched_nodes import devices, make_node
 
 NO_ENV: dict[str, str] = {}
@@ -377,7 +377,7 @@ def test_an_untouched_family_without_its_plugin_here_does_not_stop_the_grant() -
 
 
 def test_a_grants_env_applies_to_a_process_environment_setting_and_unsetting() -> None:
-    from accelkit.grant import apply_env, worker_environ
+    from accelkit.schedule._grant import apply_env, worker_environ
 
     changes = {"ROCR_VISIBLE_DEVICES": "1", "CUDA_VISIBLE_DEVICES": None, "UNSET_ALREADY": None}
     inherited = {"CUDA_VISIBLE_DEVICES": "0,1", "HOME": "/home/x"}

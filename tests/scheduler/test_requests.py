@@ -8,7 +8,7 @@ from fractions import Fraction
 import pytest
 from accelkit import InvalidRequest, Unsatisfiable, validate_request
 from accelkit.errors import ConfigurationError
-from accelkit.node import Node
+from accelkit.node._record import Node
 from sched_nodes import devices, make_node
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import accelkit
 import pytest
 from accelkit import Allocator, FakeHost, Grant, detect_node, get_manager
-from accelkit.snapshot import load_snapshot
+from accelkit.node._snapshot import load_snapshot
 
 NODES = Path(__file__).parents[2] / "examples" / "nodes"
 

@@ -51,7 +51,7 @@ def build_parser(verb: Optional[str] = None) -> argparse.ArgumentParser:
         epilog="Run `accelkit VERB --help` for each verb. No accelerator? Try "
         "`accelkit ls --host examples/nodes/nvidia-h100-8gpu`.",
     )
-    from .._version import VERSION
+    from accelkit._version import VERSION
 
     parser.add_argument("--version", action="version", version=f"accelkit {VERSION}")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
@@ -89,7 +89,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def _run(words: list[str]) -> int:
     """Parse and run one verb; every failure is a one-line message and an exit code."""
-    from ..errors import AccelkitError
+    from accelkit.errors import AccelkitError
 
     parser = build_parser(_verb(words))
     args = parser.parse_args(words)

@@ -10,14 +10,14 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from ..host import Host, LocalHost
-from . import printable
+from accelkit.cli import printable
+from accelkit.host._host import Host, LocalHost
 
 if TYPE_CHECKING:
-    from ..grant import Grant
-    from ..holder import Holder
-    from ..ledger import Ledger
-    from ..node import Node
+    from accelkit.ledger._holder import Holder
+    from accelkit.ledger._ledger import Ledger
+    from accelkit.node._record import Node
+    from accelkit.schedule._grant import Grant
 
 
 def host_from_args(args: argparse.Namespace) -> Host:
@@ -30,9 +30,9 @@ def host_from_args(args: argparse.Namespace) -> Host:
     """
     if not getattr(args, "host", None):
         return LocalHost()
-    from .. import registry
-    from ..pipeline import CONFIG_ENV_VARS
-    from ..snapshot import load_snapshot
+    from accelkit import registry
+    from accelkit.node._detect import CONFIG_ENV_VARS
+    from accelkit.node._snapshot import load_snapshot
 
     names = {*CONFIG_ENV_VARS, *(n for m in registry.managers() for n in m.all_env_vars_read())}
     shell = {name: os.environ[name] for name in sorted(names) if name in os.environ}
@@ -147,7 +147,7 @@ def add_ledger_option(parser: argparse.ArgumentParser) -> None:
 
 def open_ledger(args: argparse.Namespace, node: Optional[Node] = None) -> Ledger:
     """The ledger ``--ledger`` names (or the default one), for ``node``."""
-    from ..ledger import Ledger
+    from accelkit.ledger._ledger import Ledger
 
     return Ledger(args.ledger, node)
 

@@ -15,15 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from .. import registry
-from ..host import Host
-from ..manager import AcceleratorManager
-from ..testing.catalog import TOPICS
-from ..testing.fakes import BrokenHostBuilder, host_builder
-from ..testing.runner import Outcome, run_checks
-from ..testing.subject import Subject
-from . import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from ._common import host_from_args, print_json
+from accelkit import registry
+from accelkit.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from accelkit.cli._common import host_from_args, print_json
+from accelkit.host._host import Host
+from accelkit.manager import AcceleratorManager
+from accelkit.testing.catalog import TOPICS
+from accelkit.testing.fakes import BrokenHostBuilder, host_builder
+from accelkit.testing.runner import Outcome, run_checks
+from accelkit.testing.subject import Subject
 
 _MARKS = {
     "passed": "ok",

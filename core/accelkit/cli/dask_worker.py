@@ -10,8 +10,8 @@ import socket
 import sys
 from typing import Any
 
-from . import EXIT_OK
-from ._common import host_from_args, quantity
+from accelkit.cli import EXIT_OK
+from accelkit.cli._common import host_from_args, quantity
 
 
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:
@@ -48,12 +48,12 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Plan the node's worker slots, say what each holds, and serve until stopped."""
     try:
-        from ..integrations.dask import run_workers, worker_slots
+        from accelkit.integrations.dask import run_workers, worker_slots
     except ImportError as error:
         raise ValueError(
             f"dask-worker needs distributed: pip install 'accelkit[dask]' ({error})"
         ) from None
-    from ..pipeline import detect_node
+    from accelkit.node._detect import detect_node
 
     node = detect_node(host_from_args(args))
     slots = worker_slots(node, args.resource, args.per_worker, prefix=f"{socket.gethostname()}-")

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any, Optional, Union
 
-from . import EXIT_FAILED, EXIT_OK
-from ._common import (
+from accelkit.cli import EXIT_FAILED, EXIT_OK
+from accelkit.cli._common import (
     add_override_option,
     add_request_options,
     host_from_args,
@@ -69,8 +69,8 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Grant the request on a fresh allocator and print the grant's environment."""
-    from ..allocator import Allocator
-    from ..pipeline import detect_node
+    from accelkit.node._detect import detect_node
+    from accelkit.schedule._allocator import Allocator
 
     request, accelerator_type = parse_request(args.request)
     node = detect_node(host_from_args(args), dict(args.override) or None)

@@ -6,12 +6,12 @@ import argparse
 import warnings
 from typing import TYPE_CHECKING, Any, Optional
 
-from . import EXIT_OK
-from ._common import add_override_option, host_from_args, print_json, table
+from accelkit.cli import EXIT_OK
+from accelkit.cli._common import add_override_option, host_from_args, print_json, table
 
 if TYPE_CHECKING:
-    from ..device import Device
-    from ..node import Node
+    from accelkit.device import Device
+    from accelkit.node._record import Node
 
 COLUMNS = ("FAMILY", "RESOURCE", "ID", "TYPE", "MODEL", "MEMORY", "BUS ID", "NUMA", "SOURCE")
 
@@ -47,8 +47,8 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import registry
-    from ..pipeline import DEFAULT_LABEL_PREFIX, detect_node
+    from accelkit import registry
+    from accelkit.node._detect import DEFAULT_LABEL_PREFIX, detect_node
 
     prefix = DEFAULT_LABEL_PREFIX if args.label_prefix is None else args.label_prefix
     with warnings.catch_warnings():  # the listing says it once, in a sentence

@@ -9,9 +9,9 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from .._faults import PLUGIN_FAULTS
-from . import EXIT_FAILED, EXIT_OK
-from ._common import host_from_args, print_json, table
+from accelkit._faults import PLUGIN_FAULTS
+from accelkit.cli import EXIT_FAILED, EXIT_OK
+from accelkit.cli._common import host_from_args, print_json, table
 
 COLUMNS = ("NAME", "ORIGIN", "DISTRIBUTION", "STATUS", "FAMILIES")
 
@@ -42,8 +42,8 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the plugin report; the table already shows what the load warnings would say."""
-    from .. import registry
-    from ..errors import PluginError
+    from accelkit import registry
+    from accelkit.errors import PluginError
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", registry.PluginWarning)
@@ -72,8 +72,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _device_counts(args: argparse.Namespace) -> dict[str, Optional[int]]:
     """Devices per family in the ``--host`` snapshot (None where detection raised)."""
-    from .. import registry
-    from ..diagnostics import collecting
+    from accelkit import registry
+    from accelkit.diagnostics import collecting
 
     host = host_from_args(args)
     counts: dict[str, Optional[int]] = {}

@@ -6,8 +6,8 @@ import argparse
 import time
 from typing import Any
 
-from . import EXIT_OK
-from ._common import add_ledger_option, grant_text, open_ledger, print_json, table
+from accelkit.cli import EXIT_OK
+from accelkit.cli._common import add_ledger_option, grant_text, open_ledger, print_json, table
 
 
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:

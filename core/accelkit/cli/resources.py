@@ -10,8 +10,8 @@ import argparse
 import sys
 from typing import Any
 
-from . import EXIT_OK
-from ._common import add_override_option, host_from_args, print_json
+from accelkit.cli import EXIT_OK
+from accelkit.cli._common import add_override_option, host_from_args, print_json
 
 FORMATS = ("json", "ray", "dask", "gres", "nfd")
 
@@ -38,8 +38,8 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Detect the node and print it in the chosen format."""
-    from .. import exports
-    from ..pipeline import detect_node
+    from accelkit import exports
+    from accelkit.node._detect import detect_node
 
     node = detect_node(host_from_args(args), dict(args.override) or None)
     if args.format == "json":

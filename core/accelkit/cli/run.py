@@ -15,7 +15,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, Optional
 
-from ._common import (
+from accelkit.cli._common import (
     add_ledger_option,
     add_override_option,
     add_request_options,
@@ -24,11 +24,11 @@ from ._common import (
     open_ledger,
     process_text,
 )
-from .env import parse_request
+from accelkit.cli.env import parse_request
 
 if TYPE_CHECKING:
-    from ..grant import Grant
-    from ..ledger import Ledger, LedgerView
+    from accelkit.ledger._ledger import Ledger, LedgerView
+    from accelkit.schedule._grant import Grant
 
 EXIT_BUSY = 75
 """The request does not fit now and ``--wait`` was not given (sysexits' EX_TEMPFAIL)."""
@@ -78,7 +78,7 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Take the grant (waiting if asked), say what it holds, and exec the command."""
-    from ..pipeline import detect_node
+    from accelkit.node._detect import detect_node
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _exec(command: list[str], grant: Grant, ledger: Ledger, hide_others: bool) -> int:
     """Become ``command`` with the grant's environment; give the grant back if that fails."""
-    from ..grant import worker_environ
+    from accelkit.schedule._grant import worker_environ
 
     environ = worker_environ(grant.env(hide_others=hide_others))
     _say(f"took {grant_text(grant)}")

@@ -8,11 +8,11 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import EXIT_OK, describe
-from ._common import host_from_args
+from accelkit.cli import EXIT_OK, describe
+from accelkit.cli._common import host_from_args
 
 if TYPE_CHECKING:
-    from ..node import Node
+    from accelkit.node._record import Node
 
 
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:
@@ -45,9 +45,9 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import registry
-    from ..pipeline import detect_node
-    from ..snapshot import MANIFEST, ROOT, load_snapshot, record_snapshot
+    from accelkit import registry
+    from accelkit.node._detect import detect_node
+    from accelkit.node._snapshot import MANIFEST, ROOT, load_snapshot, record_snapshot
 
     target = Path(args.directory)
     if target.exists() and not target.is_dir():

@@ -15,8 +15,7 @@ plugins to import, except the names ``accelkit`` itself exports.
 
 from __future__ import annotations
 
-from ..device import MAX_DEVICES
-from ..visibility import (
+from accelkit._visibility import (
     NOTHING_VISIBLE,
     is_index,
     join_ids,
@@ -25,9 +24,9 @@ from ..visibility import (
     stacked_ids,
     valid_prefix,
 )
-from ._devfiles import DeviceFile, accel_files, device_files, vfio_files
-from ._drm import drm_devices
-from ._facts import (
+from accelkit.detect._devfiles import DeviceFile, accel_files, device_files, vfio_files
+from accelkit.detect._drm import drm_devices
+from accelkit.detect._facts import (
     decode,
     device_count,
     find_field,
@@ -37,7 +36,7 @@ from ._facts import (
     sanitize_label,
     type_label,
 )
-from ._layers import (
+from accelkit.detect._layers import (
     Layer,
     PciDevice,
     call_probe,
@@ -53,9 +52,10 @@ from ._layers import (
     read_value,
     run_command,
 )
-from ._metadata import read_metadata
-from ._text import parse_colon_records, parse_memory
-from ._tools import first_json, first_records
+from accelkit.detect._metadata import read_metadata
+from accelkit.detect._text import parse_colon_records, parse_memory
+from accelkit.detect._tools import first_json, first_records
+from accelkit.device import MAX_DEVICES
 
 __all__ = [
     "MAX_DEVICES",

@@ -13,9 +13,9 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from ..host import Host
-from ..visibility import is_index
-from ._layers import PciDevice, pci_device_at
+from accelkit._visibility import is_index
+from accelkit.detect._layers import PciDevice, pci_device_at
+from accelkit.host._host import Host
 
 __all__ = ["DeviceFile", "accel_files", "device_files", "vfio_files"]
 

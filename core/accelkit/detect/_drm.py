@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from ..host import Host
-from ._layers import PciDevice, pci_device_at
+from accelkit.detect._layers import PciDevice, pci_device_at
+from accelkit.host._host import Host
 
 __all__ = ["drm_devices"]
 

@@ -15,12 +15,12 @@ import re
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Callable, Optional, TypeVar
 
-from .. import deadlines
-from .._shown import shown
-from ..device import MAX_DEVICES
-from ..diagnostics import note
-from ..host import Host
-from ._layers import import_library, normalise_bus_id
+from accelkit._shown import shown
+from accelkit.detect._layers import import_library, normalise_bus_id
+from accelkit.device import MAX_DEVICES
+from accelkit.diagnostics import note
+from accelkit.host import _deadlines as deadlines
+from accelkit.host._host import Host
 
 __all__ = [
     "decode",
@@ -79,7 +79,7 @@ def library_session(
 
 
 def _bounded(function: Callable[[], T], what: str, key: Hashable) -> T:
-    """``function()`` within the library budget (:func:`accelkit.deadlines.call_within`)."""
+    """``function()`` within the library budget (:func:`accelkit.host._deadlines.call_within`)."""
     return deadlines.call_within(function, deadlines.limit(None, "library"), what, key)
 
 

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable, Optional
 
-from .._stdout import stdout_captured
-from ..device import Device
-from ..diagnostics import Level, note
-from ..host import Host, ProbeEnv, ProbeError, ProbeFunction
+from accelkit._stdout import stdout_captured
+from accelkit.device import Device
+from accelkit.diagnostics import Level, note
+from accelkit.host._host import Host, ProbeEnv, ProbeError, ProbeFunction
 
 __all__ = [
     "Layer",

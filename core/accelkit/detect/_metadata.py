@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from ..diagnostics import note
+from accelkit.diagnostics import note
 
 __all__ = ["read_metadata"]
 

@@ -13,7 +13,7 @@ import re
 from fractions import Fraction
 from typing import Optional
 
-from ..diagnostics import note
+from accelkit.diagnostics import note
 
 __all__ = [
     "parse_colon_records",

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from ..diagnostics import Level, note
-from ..host import Host
-from ._facts import json_records
-from ._layers import parse_json, run_command
+from accelkit.detect._facts import json_records
+from accelkit.detect._layers import parse_json, run_command
+from accelkit.diagnostics import Level, note
+from accelkit.host._host import Host
 
 __all__ = ["first_json", "first_records"]
 

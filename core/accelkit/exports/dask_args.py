@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from .numbers import number
+from accelkit.exports.numbers import number
 
 if TYPE_CHECKING:
-    from ..node import Node
+    from accelkit.node._record import Node
 
 __all__ = ["to_dask"]
 

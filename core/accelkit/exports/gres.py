@@ -14,11 +14,11 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Optional
 
-from ..visibility import is_index
+from accelkit._visibility import is_index
 
 if TYPE_CHECKING:
-    from ..device import Device
-    from ..node import Node
+    from accelkit.device import Device
+    from accelkit.node._record import Node
 
 __all__ = ["to_gres"]
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._labels import relabel
+from accelkit.exports._labels import relabel
 
 if TYPE_CHECKING:
-    from ..node import Node
+    from accelkit.node._record import Node
 
 __all__ = ["NFD_NAMESPACE", "to_nfd"]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from ._labels import relabel
-from .numbers import number
+from accelkit.exports._labels import relabel
+from accelkit.exports.numbers import number
 
 if TYPE_CHECKING:
-    from ..node import Node
+    from accelkit.node._record import Node
 
 __all__ = ["RAY_LABEL_PREFIX", "to_ray"]
 

@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, Any, Optional
 from distributed import LocalCluster, Nanny, Worker
 from distributed.worker_memory import parse_memory_limit
 
-from ..allocator import Allocator
-from ..manager import ACCELERATOR_TYPE_PREFIX
-from ..pipeline import detect_node
+from accelkit.manager import ACCELERATOR_TYPE_PREFIX
+from accelkit.node._detect import detect_node
+from accelkit.schedule._allocator import Allocator
 
 if TYPE_CHECKING:
-    from ..grant import Grant
-    from ..node import Node
-    from ..registry import Registry
+    from accelkit.node._record import Node
+    from accelkit.registry import Registry
+    from accelkit.schedule._grant import Grant
 
 _LOG = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ from typing import Any, Callable, Optional
 import ray
 from ray._private.accelerators import get_all_accelerator_resource_names
 
-from ..grant import apply_env
-from ..ledger import Ledger
-from ..manager import ACCELERATOR_TYPE_PREFIX
+from accelkit.ledger._ledger import Ledger
+from accelkit.manager import ACCELERATOR_TYPE_PREFIX
+from accelkit.schedule._grant import apply_env
 
 __all__ = ["remote", "split_request"]
 

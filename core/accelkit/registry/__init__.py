@@ -42,13 +42,19 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import pluggy
 
-from .. import hookspecs
-from ..errors import PluginError
-from ..hookspecs import ENTRY_POINT_GROUP
-from ..manager import AcceleratorManager
-from .calls import call_each, trace_to_stderr
-from .claims import Owners, assign_families, name_taken, replaces_builtin, required_error
-from .loading import (
+from accelkit import hookspecs
+from accelkit.errors import PluginError
+from accelkit.hookspecs import ENTRY_POINT_GROUP
+from accelkit.manager import AcceleratorManager
+from accelkit.registry.calls import call_each, trace_to_stderr
+from accelkit.registry.claims import (
+    Owners,
+    assign_families,
+    name_taken,
+    replaces_builtin,
+    required_error,
+)
+from accelkit.registry.loading import (
     BUILTIN_PLUGINS,
     EntryPoints,
     builtin_plugins,
@@ -57,7 +63,7 @@ from .loading import (
     load,
     third_party,
 )
-from .records import (
+from accelkit.registry.records import (
     AUTOLOAD_OFF_VAR,
     DISABLE_VAR,
     REQUIRE_VAR,
@@ -74,8 +80,8 @@ from .records import (
 )
 
 if TYPE_CHECKING:
-    from ..grant import Grant
-    from ..node import Node
+    from accelkit.node._record import Node
+    from accelkit.schedule._grant import Grant
 
 __all__ = [
     "AUTOLOAD_OFF_VAR",

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 
 import pluggy
 
-from .._faults import PLUGIN_FAULTS
+from accelkit._faults import PLUGIN_FAULTS
 
 __all__ = ["call_each", "call_one", "trace_to_stderr"]
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Optional
 
-from ..manager import AcceleratorManager
-from .records import DISABLE_VAR, REQUIRE_VAR, LoadedPlugin, Settings
+from accelkit.manager import AcceleratorManager
+from accelkit.registry.records import DISABLE_VAR, REQUIRE_VAR, LoadedPlugin, Settings
 
 __all__ = ["Owners", "assign_families", "name_taken", "replaces_builtin", "required_error"]
 

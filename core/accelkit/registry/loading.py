@@ -20,13 +20,13 @@ from typing import Any, Callable, Optional
 
 import pluggy
 
-from .. import hookspecs
-from .._faults import PLUGIN_FAULTS
-from .._version import VERSION
-from ..manager import AcceleratorManager
-from .calls import call_one
-from .records import LoadedPlugin, PluginInfo, Settings, warn
-from .sites import only_builtin_entry_points
+from accelkit import hookspecs
+from accelkit._faults import PLUGIN_FAULTS
+from accelkit._version import VERSION
+from accelkit.manager import AcceleratorManager
+from accelkit.registry.calls import call_one
+from accelkit.registry.records import LoadedPlugin, PluginInfo, Settings, warn
+from accelkit.registry.sites import only_builtin_entry_points
 
 __all__ = [
     "BUILTIN_PLUGINS",
@@ -45,7 +45,7 @@ BUILTIN_PLUGINS = (
     "accelkit_plugins.tpu",
     "accelkit_plugins.gaudi",
     "accelkit_plugins.ascend",
-    "accelkit.hints",
+    "accelkit_plugins.hints",
 )
 """Modules registered without entry points, in this order; each plugin's name is the last part."""
 
@@ -58,7 +58,7 @@ def installed_entry_points() -> list[Any]:
     ``importlib.metadata``, when only accelkit's own built-ins can be there)."""
     if only_builtin_entry_points(hookspecs.ENTRY_POINT_GROUP, BUILTIN_PLUGINS):
         return []
-    from ..metadata import metadata
+    from accelkit._distributions import metadata
 
     return list(metadata.entry_points(group=hookspecs.ENTRY_POINT_GROUP))
 

@@ -9,13 +9,13 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Literal, Optional
 
-from ..errors import PluginWarning
-from ..settings import flag, names
+from accelkit._settings import flag, names
+from accelkit.errors import PluginWarning
 
 if TYPE_CHECKING:
     import pluggy
 
-    from ..manager import AcceleratorManager
+    from accelkit.manager import AcceleratorManager
 
 __all__ = [
     "AUTOLOAD_OFF_VAR",

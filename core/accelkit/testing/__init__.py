@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from accelkit._lazy import lazy_exports
 
 pytest_plugins = ["accelkit.testing.pytest_plugin"]
 """Read only by pytest, when this package is loaded as a plugin (``-p accelkit.testing``)."""
@@ -61,30 +61,30 @@ _LAZY = {
 __all__ = list(_LAZY)
 
 if TYPE_CHECKING:
-    from .audit import Audit as Audit
-    from .audit import watching as watching
-    from .catalog import all_checks as all_checks
-    from .fakes import host_builder as host_builder
-    from .fakes.amd import FakeAmdGpu as FakeAmdGpu
-    from .fakes.amd import fake_amdgpus as fake_amdgpus
-    from .fakes.amd import fake_amdsmi as fake_amdsmi
-    from .fakes.amdsmi_c import emulated_amdsmi as emulated_amdsmi
-    from .fakes.nvidia import FakeGpu as FakeGpu
-    from .fakes.nvidia import FakeMig as FakeMig
-    from .fakes.nvidia import fake_gpus as fake_gpus
-    from .fakes.nvidia import fake_pynvml as fake_pynvml
-    from .fakes.nvml_c import emulated_pynvml as emulated_pynvml
-    from .runner import Outcome as Outcome
-    from .runner import run_checks as run_checks
-    from .subject import Skipped as Skipped
-    from .subject import Subject as Subject
-    from .suite import AcceleratorManagerSuite as AcceleratorManagerSuite
-    from .suite import ContractTests as ContractTests
-    from .suite import DetectionTests as DetectionTests
-    from .suite import HygieneTests as HygieneTests
-    from .suite import ManagerTestBase as ManagerTestBase
-    from .suite import PackagingTests as PackagingTests
-    from .suite import QuantityPlacementTests as QuantityPlacementTests
-    from .suite import VisibilityTests as VisibilityTests
+    from accelkit.testing.audit import Audit as Audit
+    from accelkit.testing.audit import watching as watching
+    from accelkit.testing.catalog import all_checks as all_checks
+    from accelkit.testing.fakes import host_builder as host_builder
+    from accelkit.testing.fakes.amd import FakeAmdGpu as FakeAmdGpu
+    from accelkit.testing.fakes.amd import fake_amdgpus as fake_amdgpus
+    from accelkit.testing.fakes.amd import fake_amdsmi as fake_amdsmi
+    from accelkit.testing.fakes.amdsmi_c import emulated_amdsmi as emulated_amdsmi
+    from accelkit.testing.fakes.nvidia import FakeGpu as FakeGpu
+    from accelkit.testing.fakes.nvidia import FakeMig as FakeMig
+    from accelkit.testing.fakes.nvidia import fake_gpus as fake_gpus
+    from accelkit.testing.fakes.nvidia import fake_pynvml as fake_pynvml
+    from accelkit.testing.fakes.nvml_c import emulated_pynvml as emulated_pynvml
+    from accelkit.testing.runner import Outcome as Outcome
+    from accelkit.testing.runner import run_checks as run_checks
+    from accelkit.testing.subject import Skipped as Skipped
+    from accelkit.testing.subject import Subject as Subject
+    from accelkit.testing.suite import AcceleratorManagerSuite as AcceleratorManagerSuite
+    from accelkit.testing.suite import ContractTests as ContractTests
+    from accelkit.testing.suite import DetectionTests as DetectionTests
+    from accelkit.testing.suite import HygieneTests as HygieneTests
+    from accelkit.testing.suite import ManagerTestBase as ManagerTestBase
+    from accelkit.testing.suite import PackagingTests as PackagingTests
+    from accelkit.testing.suite import QuantityPlacementTests as QuantityPlacementTests
+    from accelkit.testing.suite import VisibilityTests as VisibilityTests
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -12,7 +12,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
-from .subject import Subject
+from accelkit.testing.subject import Subject
 
 __all__ = ["TOPICS", "Check", "all_checks", "check", "checks_of", "find_check"]
 

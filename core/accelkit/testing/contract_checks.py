@@ -5,14 +5,14 @@ from __future__ import annotations
 import inspect
 import re
 
-from ..device import Device
-from ..errors import InvalidRequest
-from ..manager import AcceleratorManager
-from ..quantities import to_units
-from .audit import watching
-from .catalog import check
-from .subject import THROUGH_HOST, Skipped, Subject
-from .watch import WatchedEnv
+from accelkit.device import Device
+from accelkit.errors import InvalidRequest
+from accelkit.manager import AcceleratorManager
+from accelkit.quantities import to_units
+from accelkit.testing.audit import watching
+from accelkit.testing.catalog import check
+from accelkit.testing.subject import THROUGH_HOST, Skipped, Subject
+from accelkit.testing.watch import WatchedEnv
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TYPE_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.\-]{0,61}[A-Za-z0-9])?$")

@@ -10,12 +10,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any, Optional
 
-from ..device import Device
-from ..diagnostics import collecting
-from ..host import CommandResult, FakeHost, Host, HostView, ProbeEnv, ProbeFunction
-from .catalog import check
-from .subject import THROUGH_HOST, Skipped, Subject
-from .watch import WatchedHost
+from accelkit.device import Device
+from accelkit.diagnostics import collecting
+from accelkit.host._host import CommandResult, FakeHost, Host, HostView, ProbeEnv, ProbeFunction
+from accelkit.testing.catalog import check
+from accelkit.testing.subject import THROUGH_HOST, Skipped, Subject
+from accelkit.testing.watch import WatchedHost
 
 GARBAGE = "garbage output\n{[ not json, not csv ]\n\x1b[31mERROR\x1b[0m\n"
 """What a broken vendor command prints: no digits, no structure."""

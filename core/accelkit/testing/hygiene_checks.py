@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..host import LocalHost, ProbeError
-from ._imports import new_modules
-from .audit import VENDOR_LIBRARIES
-from .catalog import check
-from .packaging_checks import entries_for
-from .subject import Subject
+from accelkit.host._host import LocalHost, ProbeError
+from accelkit.testing._imports import new_modules
+from accelkit.testing.audit import VENDOR_LIBRARIES
+from accelkit.testing.catalog import check
+from accelkit.testing.packaging_checks import entries_for
+from accelkit.testing.subject import Subject
 
 HEAVY_MODULES = VENDOR_LIBRARIES | frozenset(
     {

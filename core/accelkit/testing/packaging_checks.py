@@ -13,11 +13,11 @@ from typing import Any
 
 import pluggy
 
-from .. import hookspecs
-from ..manager import AcceleratorManager
-from ..metadata import metadata
-from .catalog import check
-from .subject import Subject
+from accelkit import hookspecs
+from accelkit._distributions import metadata
+from accelkit.manager import AcceleratorManager
+from accelkit.testing.catalog import check
+from accelkit.testing.subject import Subject
 
 GROUP = hookspecs.ENTRY_POINT_GROUP
 """The entry-point group every accelkit plugin is declared in."""

@@ -11,9 +11,9 @@ from typing import Callable
 
 import pytest
 
-from ..host import Host
-from .audit import Audit, watching
-from .fakes import host_builder
+from accelkit.host._host import Host
+from accelkit.testing.audit import Audit, watching
+from accelkit.testing.fakes import host_builder
 
 HostMaker = Callable[[str, int], Host]
 AuditContext = Callable[[Host], "contextlib.AbstractContextManager[Audit]"]

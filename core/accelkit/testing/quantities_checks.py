@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Union
 
-from ..errors import InvalidRequest
-from ..quantities import UNIT
-from .catalog import check
-from .subject import Subject
+from accelkit.errors import InvalidRequest
+from accelkit.quantities import UNIT
+from accelkit.testing.catalog import check
+from accelkit.testing.subject import Subject
 
 ALWAYS_INVALID: tuple[object, ...] = (-1, float("nan"), float("inf"), "one", 2.5, 0.00001)
 """Quantities no family may accept."""

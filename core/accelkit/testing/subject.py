@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..device import Device
-from ..diagnostics import collecting
-from ..host import Host
-from ..manager import AcceleratorManager
-from .audit import Audit, Forbidden, ForbiddenImport, watching
+from accelkit.device import Device
+from accelkit.diagnostics import collecting
+from accelkit.host._host import Host
+from accelkit.manager import AcceleratorManager
+from accelkit.testing.audit import Audit, Forbidden, ForbiddenImport, watching
 
 __all__ = ["DEFAULT_COUNTS", "THROUGH_HOST", "HostFactory", "Skipped", "Subject"]
 

@@ -31,12 +31,12 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "checks without pytest: accelkit check FAMILY)"
     ) from exc
 
-from ..host import Host
-from ..manager import AcceleratorManager
-from .catalog import Check, all_checks, checks_of
-from .fakes import BrokenHostBuilder, host_builder
-from .runner import normalize_expected_failures
-from .subject import Skipped, Subject
+from accelkit.host._host import Host
+from accelkit.manager import AcceleratorManager
+from accelkit.testing.catalog import Check, all_checks, checks_of
+from accelkit.testing.fakes import BrokenHostBuilder, host_builder
+from accelkit.testing.runner import normalize_expected_failures
+from accelkit.testing.subject import Skipped, Subject
 
 __all__ = [
     "AcceleratorManagerSuite",

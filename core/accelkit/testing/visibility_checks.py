@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Optional
 
-from .catalog import check
-from .subject import Skipped, Subject
+from accelkit.testing.catalog import check
+from accelkit.testing.subject import Skipped, Subject
 
 Env = dict[str, str]
 

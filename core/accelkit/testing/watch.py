@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Optional
 
-from ..host import Host, HostView, ProbeEnv, ProbeFunction
+from accelkit.host._host import Host, HostView, ProbeEnv, ProbeFunction
 
 __all__ = ["WatchedEnv", "WatchedHost"]
 

@@ -16,19 +16,19 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, Callable
 
-from ...metadata import metadata
+from accelkit._distributions import metadata
 
 if TYPE_CHECKING:
-    from ...host import Host
-    from .amd import FakeAmdGpu as FakeAmdGpu
-    from .amd import fake_amdgpus as fake_amdgpus
-    from .amd import fake_amdsmi as fake_amdsmi
-    from .amdsmi_c import emulated_amdsmi as emulated_amdsmi
-    from .nvidia import FakeGpu as FakeGpu
-    from .nvidia import FakeMig as FakeMig
-    from .nvidia import fake_gpus as fake_gpus
-    from .nvidia import fake_pynvml as fake_pynvml
-    from .nvml_c import emulated_pynvml as emulated_pynvml
+    from accelkit.host._host import Host
+    from accelkit.testing.fakes.amd import FakeAmdGpu as FakeAmdGpu
+    from accelkit.testing.fakes.amd import fake_amdgpus as fake_amdgpus
+    from accelkit.testing.fakes.amd import fake_amdsmi as fake_amdsmi
+    from accelkit.testing.fakes.amdsmi_c import emulated_amdsmi as emulated_amdsmi
+    from accelkit.testing.fakes.nvidia import FakeGpu as FakeGpu
+    from accelkit.testing.fakes.nvidia import FakeMig as FakeMig
+    from accelkit.testing.fakes.nvidia import fake_gpus as fake_gpus
+    from accelkit.testing.fakes.nvidia import fake_pynvml as fake_pynvml
+    from accelkit.testing.fakes.nvml_c import emulated_pynvml as emulated_pynvml
 
 __all__ = [
     "BUILTIN_HOSTS",

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from accelkit.host import FakeHost
-
-from ._library import LibrarySession
+from accelkit.host._host import FakeHost
+from accelkit.testing.fakes._library import LibrarySession
 
 __all__ = [
     "AMDSMI_STATUS_NOT_INIT",

@@ -22,8 +22,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any, Callable, Optional
 
-from ._wrappers import CountedFunction, PathLike, failing, fill, load_fresh, target
-from .amd import FakeAmdGpu
+from accelkit.testing.fakes._wrappers import (
+    CountedFunction,
+    PathLike,
+    failing,
+    fill,
+    load_fresh,
+    target,
+)
+from accelkit.testing.fakes.amd import FakeAmdGpu
 
 __all__ = ["emulated_amdsmi"]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
 from typing import Optional
 
-from accelkit.host import FakeHost
+from accelkit.host._host import FakeHost
 
 __all__ = [
     "CARD_LIST_ARGV",

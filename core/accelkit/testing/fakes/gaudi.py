@@ -12,7 +12,7 @@ import pathlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from accelkit.host import FakeHost
+from accelkit.host._host import FakeHost
 
 __all__ = [
     "BUS_IDS",

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
 
-from accelkit.host import FakeHost
+from accelkit.host._host import FakeHost
 
 __all__ = [
     "BUS_IDS",

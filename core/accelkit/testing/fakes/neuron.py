@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from accelkit.host import FakeHost
+from accelkit.host._host import FakeHost
 
 __all__ = [
     "NEW_FLAG",

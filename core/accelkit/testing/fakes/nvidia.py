@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
 from typing import Any, Optional
 
-from accelkit.host import FakeHost
-
-from ._library import LibrarySession
+from accelkit.host._host import FakeHost
+from accelkit.testing.fakes._library import LibrarySession
 
 __all__ = [
     "BUS_IDS",

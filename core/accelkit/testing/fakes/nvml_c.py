@@ -24,8 +24,15 @@ from collections.abc import Collection, Mapping, Sequence
 from types import ModuleType
 from typing import Any, Callable, NamedTuple, Optional
 
-from ._wrappers import CountedFunction, PathLike, failing, fill, load_fresh, target
-from .nvidia import FakeGpu, FakeMig
+from accelkit.testing.fakes._wrappers import (
+    CountedFunction,
+    PathLike,
+    failing,
+    fill,
+    load_fresh,
+    target,
+)
+from accelkit.testing.fakes.nvidia import FakeGpu, FakeMig
 
 __all__ = ["H100_PCI_DEVICE_ID", "emulated_pynvml"]
 

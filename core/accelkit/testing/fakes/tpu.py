@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Optional
 
-from accelkit.host import FakeHost
+from accelkit.host._host import FakeHost
 
 __all__ = ["GVNIC_BUS_ID", "chip_bus_id", "make_host", "write_chips", "write_pci_function"]
 

@@ -13,18 +13,18 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
-from ._faults import PLUGIN_FAULTS
-from ._json import check_keys, check_version
-from ._shown import shown
-from .device import Device
-from .errors import InvalidData, PluginError, PluginWarning
-from .quantities import json_amount
-from .settings import flag
-from .visibility import is_index
+from accelkit._faults import PLUGIN_FAULTS
+from accelkit._json import check_keys, check_version
+from accelkit._settings import flag
+from accelkit._shown import shown
+from accelkit._visibility import is_index
+from accelkit.device import Device
+from accelkit.errors import InvalidData, PluginError, PluginWarning
+from accelkit.quantities import json_amount
 
 if TYPE_CHECKING:
-    from .manager import AcceleratorManager
-    from .registry import Registry
+    from accelkit.manager import AcceleratorManager
+    from accelkit.registry import Registry
 
 __all__ = [
     "LOCAL_DEVICES_PREFIX",
@@ -217,7 +217,7 @@ class Grant:
         whitespace: a family's is a :class:`~accelkit.PluginError`, a hook's is left out with
         a warning.
         """
-        from .registry import resolve
+        from accelkit.registry import resolve
 
         plugins = resolve(registry)
         inherited: Mapping[str, str] = os.environ if base_env is None else base_env

@@ -4,13 +4,13 @@ State is integer units (1e-4) per device and per plain resource, so ten grants o
 device exactly and every release restores exactly what its acquire took. Each acquire is a few
 integer and bitmask operations whatever the node's size:
 
-- whole devices: the family's placement rule (:mod:`accelkit.placement`) picks keys out of the
+- whole devices: the family's placement rule (:mod:`accelkit.policy`) picks keys out of the
   bitmask of fully free devices (lowest free, aligned blocks, contiguous ranges);
 - a fraction: best fit. Devices are bucketed by their free units (a bitmask of positions per
   level, levels kept sorted), so the tightest device that fits is a bisect away, and ties go to
   the lowest position (index order). One device is packed before the next is opened.
 
-A request is checked once per distinct shape (:mod:`accelkit.request`) and the result cached, so
+A request is checked once per distinct shape (:mod:`._request`) and the result cached, so
 a scheduler asking for ``{"GPU": 0.5}`` a million times pays for validation once.
 """
 
@@ -25,15 +25,15 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from .device import Device
-from .errors import InvalidRequest
-from .grant import Grant
-from .quantities import UNIT, from_units, to_units
-from .request import FamilyDevices, Inventory, resolve
+from accelkit.device import Device
+from accelkit.errors import InvalidRequest
+from accelkit.quantities import UNIT, from_units, to_units
+from accelkit.schedule._grant import Grant
+from accelkit.schedule._request import FamilyDevices, Inventory, resolve
 
 if TYPE_CHECKING:
-    from .node import Node
-    from .registry import Registry
+    from accelkit.node._record import Node
+    from accelkit.registry import Registry
 
 __all__ = ["Allocator"]
 

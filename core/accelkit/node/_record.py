@@ -4,7 +4,7 @@ A node is plain data: every family's devices, the node's resources and labels, w
 said so, and each family's declared scheduling policy. ``to_dict``/``from_dict`` are lossless,
 and the JSON carries the policies (``families``), so a scheduler on another machine can allocate
 over ``accelkit ls --json`` output without loading a plugin. :func:`accelkit.detect_node`
-(:mod:`accelkit.pipeline`) builds a node from a host.
+(:mod:`accelkit.node._detect`) builds a node from a host.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._json import check_keys, check_version
-from ._shown import shown
-from .device import Device
-from .diagnostics import Diagnostic
-from .errors import InvalidData
-from .policy import FamilyPolicy
-from .quantities import json_amount
+from accelkit._json import check_keys, check_version
+from accelkit._shown import shown
+from accelkit.device import Device
+from accelkit.diagnostics import Diagnostic
+from accelkit.errors import InvalidData
+from accelkit.policy import FamilyPolicy
+from accelkit.quantities import json_amount
 
 __all__ = ["SCHEMA_VERSION", "Node"]
 

@@ -16,18 +16,18 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Optional, Protocol
 
-from ._faults import PLUGIN_FAULTS
-from ._shown import shown
-from .device import Device
-from .errors import ConfigurationError, InvalidRequest, PluginError, Unsatisfiable
-from .manager import ACCELERATOR_TYPE_PREFIX
-from .placement import Placement
-from .quantities import MAX_QUANTITY, UNIT, from_units, to_units
+from accelkit._faults import PLUGIN_FAULTS
+from accelkit._shown import shown
+from accelkit.device import Device
+from accelkit.errors import ConfigurationError, InvalidRequest, PluginError, Unsatisfiable
+from accelkit.manager import ACCELERATOR_TYPE_PREFIX
+from accelkit.policy import Placement
+from accelkit.quantities import MAX_QUANTITY, UNIT, from_units, to_units
 
 if TYPE_CHECKING:
-    from .manager import AcceleratorManager
-    from .node import Node
-    from .registry import Registry
+    from accelkit.manager import AcceleratorManager
+    from accelkit.node._record import Node
+    from accelkit.registry import Registry
 
 __all__ = [
     "TYPE_KEY",
@@ -175,7 +175,7 @@ def _quantity(
             return units
         owners: Sequence[FamilyRule] = [f.manager for f in families]
     else:
-        from .registry import resolve as resolve_registry
+        from accelkit.registry import resolve as resolve_registry
 
         owners = [m for m in resolve_registry(registry).managers() if m.resource_name == name]
     first_error: Optional[InvalidRequest] = None
@@ -428,7 +428,7 @@ class _Rules:
         return self._manager(family, False).resource_name
 
     def _manager(self, family: str, has_policy: bool) -> AcceleratorManager:
-        from .registry import resolve as resolve_registry
+        from accelkit.registry import resolve as resolve_registry
 
         why = (
             f"its {family} rules are in plugin code (plugin_rules)"

@@ -1,4 +1,4 @@
-"""``python -m accelkit.poolworker FD``: a pool's worker process, running the calls it is sent.
+"""``python -m accelkit.pool._child FD``: a pool's worker process, running the calls it is sent.
 
 The pool starts this process with the grant's visibility environment already in place, so the
 variables are there before any of the caller's modules is imported (frameworks read them once,

@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Union
 
-from . import deadlines
-from .settings import Budgets
+from accelkit._settings import Budgets
+from accelkit.host import _deadlines as deadlines
 
 if TYPE_CHECKING:
     import subprocess

@@ -1,4 +1,4 @@
-"""``WorkerProcess``: the pool's side of one worker process (:mod:`accelkit.poolworker`).
+"""``WorkerProcess``: the pool's side of one worker process (:mod:`accelkit.pool._child`).
 
 A worker is started for one grant, with that grant's environment, and keeps the grant for as long
 as it lives: frameworks keep device memory until their process exits, so the devices are not free
@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from typing import Any, Optional
 
-from .errors import WorkerCrashed
-from .grant import Grant, worker_environ
+from accelkit.errors import WorkerCrashed
+from accelkit.schedule._grant import Grant, worker_environ
 
 __all__ = ["RemoteTraceback", "WorkerProcess", "main_path"]
 
@@ -44,7 +44,7 @@ class WorkerProcess:
         ours, theirs = socket.socketpair()
         with ours, theirs:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "accelkit.poolworker", str(theirs.fileno())],
+                [sys.executable, "-m", "accelkit.pool._child", str(theirs.fileno())],
                 env=worker_environ(env),
                 stdin=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),

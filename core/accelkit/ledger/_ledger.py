@@ -1,9 +1,9 @@
 """``Ledger``: one node's grants, shared by every process on it, so no device is handed out twice.
 
-The ledger file (:mod:`accelkit.ledgerfile`) is the only state. Each decision, under the file's
+The ledger file (:mod:`accelkit.ledger._file`) is the only state. Each decision, under the file's
 lock: drop the grants and waiting tickets of holders that died (a holder is a pid with its start
-time, :mod:`accelkit.holder`), bring this process's :class:`~accelkit.Allocator` in step with the
-recorded grants, and let it decide exactly as it decides in one process (placement rules, best
+time, :mod:`~accelkit.ledger._holder`), bring this process's :class:`~accelkit.Allocator` in
+step with the recorded grants, and let it decide exactly as it decides in one process (placement rules, best
 fit for fractions, all or nothing). A holder killed at any moment therefore leaves no lost grant
 (it is reclaimed at the next decision) and no phantom one (a grant is recorded in the same
 atomic replace that hands it out).
@@ -25,17 +25,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
-from .allocator import Allocator
-from .errors import InvalidRequest, LedgerError
-from .grant import Grant
-from .holder import Holder, boot_id
-from .ledgerfile import LedgerFile, LedgerState, Record, Ticket, default_path
+from accelkit.errors import InvalidRequest, LedgerError
+from accelkit.ledger._file import LedgerFile, LedgerState, Record, Ticket, default_path
+from accelkit.ledger._holder import Holder, boot_id
+from accelkit.schedule._allocator import Allocator
+from accelkit.schedule._grant import Grant
 
 if TYPE_CHECKING:
     import os
 
-    from .node import Node
-    from .registry import Registry
+    from accelkit.node._record import Node
+    from accelkit.registry import Registry
 
 __all__ = ["Holding", "Ledger", "LedgerView", "Waiting"]
 
@@ -82,7 +82,7 @@ class Ledger:
     """Grants of one node, recorded in a file that every process on the node shares.
 
     ``path`` None: ``$ACCELKIT_LEDGER``, else the per-user runtime directory (see
-    :func:`accelkit.ledgerfile.default_path`). ``node`` None: detected on first use
+    :func:`accelkit.ledger._file.default_path`). ``node`` None: detected on first use
     (``detect_node()``); the ledger keeps a fingerprint of its node and refuses another one
     while grants of the first are live. ``registry`` serves the families whose rules are code.
     """
@@ -108,7 +108,7 @@ class Ledger:
     def node(self) -> Node:
         """The node this ledger hands out (detected on first use when none was given)."""
         if self._node is None:
-            from .pipeline import detect_node
+            from accelkit.node._detect import detect_node
 
             self._node = detect_node(registry=self._registry)
         return self._node

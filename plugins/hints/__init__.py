@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Optional
 
-from .hookspecs import hookimpl
+from accelkit.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from .grant import Grant
-    from .manager import AcceleratorManager
+    from accelkit.manager import AcceleratorManager
+    from accelkit.schedule._grant import Grant
 
 __all__ = ["accelkit_worker_env"]
 

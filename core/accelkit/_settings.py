@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from .errors import ConfigurationError
+from accelkit.errors import ConfigurationError
 
 __all__ = [
     "COMMAND_TIMEOUT_VAR",
@@ -84,7 +84,7 @@ class Budgets(NamedTuple):
     ``detection``: the whole of one node detection, every family at once
     (``ACCELKIT_DETECT_TIMEOUT``, default 30): a family that has not answered by then is left out,
     however many hang, and nothing started for it outlives the deadline's budget. (A named
-    tuple: a dataclass costs ``import accelkit.host`` a fifth of a millisecond more.)
+    tuple: a dataclass costs ``import accelkit.host._host`` a fifth of a millisecond more.)
     """
 
     command: float = 10.0

@@ -24,15 +24,15 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
-from .errors import WorkerCrashed
-from .holder import Holder
-from .ledger import Ledger, fingerprint
-from .request import validate_request
-from .workerprocess import WorkerProcess, main_path
+from accelkit.errors import WorkerCrashed
+from accelkit.ledger._holder import Holder
+from accelkit.ledger._ledger import Ledger, fingerprint
+from accelkit.pool._process import WorkerProcess, main_path
+from accelkit.schedule._request import validate_request
 
 if TYPE_CHECKING:
-    from .node import Node
-    from .registry import Registry
+    from accelkit.node._record import Node
+    from accelkit.registry import Registry
 
 __all__ = ["AcceleratorPool"]
 

@@ -32,7 +32,7 @@ are: they hold bus ids, not serials. A family that finds its devices only throug
 (no command, no sysfs) records nothing: that is what the snapshot says, and ``accelkit ls -v``
 on it tells why.
 
-Layering: recording runs node detection, so this module sits beside :mod:`accelkit.node` (it
+Layering: recording runs node detection, so this module sits beside :mod:`accelkit.node._record` (it
 imports the registry and the node, and nothing below imports it); replay itself needs only
 :class:`FakeHost`.
 """
@@ -49,11 +49,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Optional, Union
 
-from ._json import check_keys
-from ._shown import shown
-from ._version import VERSION as ACCELKIT_VERSION
-from .errors import InvalidData
-from .host import (
+from accelkit._json import check_keys
+from accelkit._shown import shown
+from accelkit._version import VERSION as ACCELKIT_VERSION
+from accelkit.errors import InvalidData
+from accelkit.host._host import (
     MAX_READ_BYTES,
     CommandResult,
     CommandSpec,
@@ -65,8 +65,8 @@ from .host import (
     ProbeFunction,
     resolve_under,
 )
-from .pipeline import CONFIG_ENV_VARS, detect_node
-from .registry import Registry, resolve
+from accelkit.node._detect import CONFIG_ENV_VARS, detect_node
+from accelkit.registry import Registry, resolve
 
 __all__ = ["FORMAT", "VERSION", "RecordingHost", "load_snapshot", "record_snapshot"]
 

@@ -8,7 +8,7 @@ every minute must not pile up hung threads): :func:`running` says so.
 
 Node detection opens a :func:`clock`; under it every budget is also cut at the detection's
 deadline, so however many families hang, detection returns by its deadline. Node detection reads
-the budgets from the ``ACCELKIT_*_TIMEOUT`` variables (:class:`~accelkit.settings.Budgets`).
+the budgets from the ``ACCELKIT_*_TIMEOUT`` variables (:class:`~accelkit._settings.Budgets`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import time
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Callable, Literal, Optional, TypeVar
 
-from .settings import Budgets
+from accelkit._settings import Budgets
 
 __all__ = [
     "SPREAD_AFTER",

@@ -1,7 +1,7 @@
 """Node detection: :func:`detect_node` turns a host into a :class:`~accelkit.Node`, in named steps.
 
 Detection runs every family's ``detect(host)`` on a view of the host whose environment holds only
-the variables that manager declares (``env_vars_read``; :class:`~accelkit.host.HostView`), the
+the variables that manager declares (``env_vars_read``; :class:`~accelkit.host._host.HostView`), the
 same view its ``read_visible``, ``labels`` and ``additional_resources`` get, so that live
 detection and a snapshot replay see the same. Then it applies, per family and in this order:
 
@@ -44,7 +44,7 @@ type label, each manager's ``additional_resources``, plain-capacity overrides) a
 computed from what is left. A family whose ``detect`` raises or times out becomes an error
 diagnostic; the other families still answer. ``detect()`` runs off the calling thread, and
 detection returns by one deadline (``ACCELKIT_DETECT_TIMEOUT``) however many families hang
-(:mod:`accelkit.deadlines`). The same host always gives an equal node.
+(:mod:`accelkit.host._deadlines`). The same host always gives an equal node.
 """
 
 from __future__ import annotations
@@ -56,20 +56,20 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from . import deadlines
-from ._faults import PLUGIN_FAULTS
-from ._shown import shown
-from ._stdout import end_captures
-from .device import MAX_DEVICES, Device
-from .diagnostics import Diagnostic, collecting, note
-from .errors import ConfigurationError, InvalidRequest
-from .host import Host, HostView, LocalHost
-from .manager import ACCELERATOR_TYPE_PREFIX, AcceleratorManager
-from .node import Node
-from .quantities import UNIT, from_units, to_units
-from .registry import Registry, resolve
-from .settings import DETECT_TIMEOUT_VAR, Budgets
-from .visibility import checked_ids, is_index, join_ids
+from accelkit._faults import PLUGIN_FAULTS
+from accelkit._settings import DETECT_TIMEOUT_VAR, Budgets
+from accelkit._shown import shown
+from accelkit._stdout import end_captures
+from accelkit._visibility import checked_ids, is_index, join_ids
+from accelkit.device import MAX_DEVICES, Device
+from accelkit.diagnostics import Diagnostic, collecting, note
+from accelkit.errors import ConfigurationError, InvalidRequest
+from accelkit.host import _deadlines as deadlines
+from accelkit.host._host import Host, HostView, LocalHost
+from accelkit.manager import ACCELERATOR_TYPE_PREFIX, AcceleratorManager
+from accelkit.node._record import Node
+from accelkit.quantities import UNIT, from_units, to_units
+from accelkit.registry import Registry, resolve
 
 __all__ = [
     "CONFIG_ENV_VARS",

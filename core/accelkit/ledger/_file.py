@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from ._json import check_keys
-from .errors import LedgerError
-from .holder import Holder, boot_id
+from accelkit._json import check_keys
+from accelkit.errors import LedgerError
+from accelkit.ledger._holder import Holder, boot_id
 
 __all__ = [
     "LEDGER_VAR",

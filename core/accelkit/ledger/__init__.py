@@ -1,0 +1,28 @@
+"""The node's ledger: grants shared between processes through one locked file."""
+
+from __future__ import annotations
+
+from accelkit._lazy import lazy_exports
+
+TYPE_CHECKING = False
+
+_LAZY = {
+    "Holding": "_ledger",
+    "Ledger": "_ledger",
+    "LedgerView": "_ledger",
+    "Waiting": "_ledger",
+    "LEDGER_VAR": "_file",
+    "default_path": "_file",
+}
+
+__all__ = list(_LAZY)
+
+if TYPE_CHECKING:
+    from accelkit.ledger._file import LEDGER_VAR as LEDGER_VAR
+    from accelkit.ledger._file import default_path as default_path
+    from accelkit.ledger._ledger import Holding as Holding
+    from accelkit.ledger._ledger import Ledger as Ledger
+    from accelkit.ledger._ledger import LedgerView as LedgerView
+    from accelkit.ledger._ledger import Waiting as Waiting
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
