@@ -59,19 +59,24 @@ def plugin_sources(vendor: str) -> dict[Path, str]:
 
 
 @pytest.mark.parametrize("vendor", BUILTINS)
-def test_each_builtin_plugin_stays_under_150_code_lines_without_formatter_escapes(
+def test_each_builtin_data_sheet_stays_under_150_code_lines_without_formatter_escapes(
     vendor: str,
 ) -> None:
-    """DESIGN's Standards: a built-in reads as a data sheet, so size is capped but never bought
-    by compressing code (formatter escapes)."""
+    """DESIGN's Standards: a built-in reads as a data sheet, so its manager module (the
+    declarations, the manager and its detection layers) is capped, and the cap is never bought by
+    compressing code (formatter escapes anywhere in the package). The vendor's own mechanics that
+    DESIGN's layout puts in the plugin (TPU's generation table and pod math, AMD's KFD walk) are
+    modules of their own beside it, held to the core's 500-line rule."""
     sources = plugin_sources(vendor)
     hidden = [f.name for f, text in sources.items() if re.search(r"#\s*fmt:\s*(skip|off)", text)]
     assert not hidden, f"plugins/{vendor} hides code from the formatter in {hidden}"
-    total = sum(code_lines(text) for text in sources.values())
-    assert total < 150, (
-        f"plugins/{vendor} has {total} code lines; move mechanics two families share to "
-        "accelkit.detect"
+    sheet = code_lines((ROOT / "plugins" / vendor / "__init__.py").read_text())
+    assert sheet < 150, (
+        f"plugins/{vendor}/__init__.py has {sheet} code lines; move mechanics two families share "
+        "to accelkit.detect, and the vendor's own mechanics to a module beside it"
     )
+    long = {f.name: len(text.splitlines()) for f, text in sources.items()}
+    assert all(n <= 500 for n in long.values()), f"plugins/{vendor}: modules over 500 lines {long}"
 
 
 @pytest.mark.parametrize("vendor", BUILTINS)
@@ -145,8 +150,8 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
 
 def test_quality_gates_ruff_and_mypy_are_clean() -> None:
     for argv in (
-        ["ruff", "check", "."],
-        ["ruff", "format", "--check", "."],
+        [sys.executable, "-m", "ruff", "check", "."],
+        [sys.executable, "-m", "ruff", "format", "--check", "."],
         [sys.executable, "-m", "mypy"],
     ):
         result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)

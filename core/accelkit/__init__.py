@@ -17,14 +17,16 @@ _LAZY = {
     "API_VERSION": "manager",
     "ACCELERATOR_TYPE_PREFIX": "manager",
     "AcceleratorManager": "manager",
+    "Scheduling": "manager",
+    "Frameworks": "manager",
     "FamilyPolicy": "policy",
     "Device": "device",
     "Host": "host",
     "LocalHost": "host",
     "FakeHost": "host",
     "CommandResult": "host",
-    "ProbeError": "host",
-    "load_snapshot": "node",
+    "ProbeError": "errors",
+    "load_snapshot": "host",
     "AccelkitError": "errors",
     "InvalidData": "errors",
     "InvalidRequest": "errors",
@@ -42,7 +44,7 @@ _LAZY = {
     "CONTIGUOUS": "policy",
     "Registry": "registry",
     "PluginInfo": "registry",
-    "UnknownFamily": "registry",
+    "UnknownFamily": "errors",
     "managers": "registry",
     "get_manager": "registry",
     "plugin_report": "registry",
@@ -69,6 +71,8 @@ if TYPE_CHECKING:
     from accelkit.errors import LedgerError as LedgerError
     from accelkit.errors import PluginError as PluginError
     from accelkit.errors import PluginWarning as PluginWarning
+    from accelkit.errors import ProbeError as ProbeError
+    from accelkit.errors import UnknownFamily as UnknownFamily
     from accelkit.errors import Unsatisfiable as Unsatisfiable
     from accelkit.errors import WorkerCrashed as WorkerCrashed
     from accelkit.hookspecs import hookimpl as hookimpl
@@ -76,13 +80,14 @@ if TYPE_CHECKING:
     from accelkit.host import FakeHost as FakeHost
     from accelkit.host import Host as Host
     from accelkit.host import LocalHost as LocalHost
-    from accelkit.host import ProbeError as ProbeError
+    from accelkit.host import load_snapshot as load_snapshot
     from accelkit.manager import ACCELERATOR_TYPE_PREFIX as ACCELERATOR_TYPE_PREFIX
     from accelkit.manager import API_VERSION as API_VERSION
     from accelkit.manager import AcceleratorManager as AcceleratorManager
+    from accelkit.manager import Frameworks as Frameworks
+    from accelkit.manager import Scheduling as Scheduling
     from accelkit.node import Node as Node
     from accelkit.node import detect_node as detect_node
-    from accelkit.node import load_snapshot as load_snapshot
     from accelkit.policy import ALIGNED_BLOCKS as ALIGNED_BLOCKS
     from accelkit.policy import CONTIGUOUS as CONTIGUOUS
     from accelkit.policy import LOWEST_FREE as LOWEST_FREE
@@ -90,7 +95,6 @@ if TYPE_CHECKING:
     from accelkit.policy import Placement as Placement
     from accelkit.registry import PluginInfo as PluginInfo
     from accelkit.registry import Registry as Registry
-    from accelkit.registry import UnknownFamily as UnknownFamily
     from accelkit.registry import get_manager as get_manager
     from accelkit.registry import managers as managers
     from accelkit.registry import plugin_report as plugin_report

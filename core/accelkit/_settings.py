@@ -84,7 +84,7 @@ class Budgets(NamedTuple):
     ``detection``: the whole of one node detection, every family at once
     (``ACCELKIT_DETECT_TIMEOUT``, default 30): a family that has not answered by then is left out,
     however many hang, and nothing started for it outlives the deadline's budget. (A named
-    tuple: a dataclass costs ``import accelkit.host._host`` a fifth of a millisecond more.)
+    tuple: a dataclass costs ``import accelkit.host._processes`` a fifth of a millisecond more.)
     """
 
     command: float = 10.0

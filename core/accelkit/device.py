@@ -10,7 +10,7 @@ from accelkit._json import check_keys
 from accelkit._shown import shown
 from accelkit.errors import InvalidData
 
-__all__ = ["MAX_DEVICES", "SOURCES", "Device"]
+__all__ = ["MAX_DEVICES", "Device"]
 
 MAX_DEVICES = 1024
 """The most devices one family may have on a node. Far above any machine (a node with 16 cards
@@ -18,9 +18,6 @@ of 8 partitions has 128), it bounds what garbage can cost: a vendor count of a b
 override of ``{"GPU": 1e9}`` or a visibility list of a million ids is cut here and reported. Low
 enough that matching a full visibility list against a full family (each token against each
 device, by the family's own ``matches``) stays around a second."""
-
-SOURCES = ("library", "command", "sysfs", "devfs", "env", "override", "snapshot", "")
-"""Where a device's facts came from; ``""`` until a detection layer or the core sets it."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +43,8 @@ class Device:
     numa_node: Optional[int] = None
     parent: Optional[str] = None
     source: str = ""
+    """Where the device's facts came from, for diagnostics ("library", "command", "sysfs",
+    "devfs", "env", "override", "snapshot"); ``""`` until a detection layer or the core sets it."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:

@@ -10,6 +10,8 @@ __all__ = [
     "LedgerError",
     "PluginError",
     "PluginWarning",
+    "ProbeError",
+    "UnknownFamily",
     "Unsatisfiable",
     "WorkerCrashed",
 ]
@@ -54,6 +56,30 @@ class LedgerError(AccelkitError, RuntimeError):
     """The node's ledger cannot be used as it is: corrupt, written by another accelkit version,
     kept for another node, or in a place this process may not write. The message names the file
     and what to do; accelkit never resets a ledger by itself."""
+
+
+class UnknownFamily(AccelkitError, KeyError):
+    """``get_manager`` has no manager for the family; the message says which exist and why not.
+
+    A ``KeyError`` because a lookup by family is a lookup by key, and callers that catch
+    ``KeyError`` keep working.
+    """
+
+    def __str__(self) -> str:
+        # KeyError quotes its argument; the message is a sentence, shown as written.
+        return str(self.args[0]) if self.args else ""
+
+
+class ProbeError(AccelkitError, RuntimeError):
+    """A probe function raised, or its process died (``crashed``), in the probe process.
+
+    Detection layers catch it and fall through to the family's next layer; ``crashed`` tells a
+    library that killed its process from one that raised.
+    """
+
+    def __init__(self, message: str, *, crashed: bool = False) -> None:
+        super().__init__(message)
+        self.crashed = crashed
 
 
 class WorkerCrashed(AccelkitError, RuntimeError):

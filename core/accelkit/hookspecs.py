@@ -58,6 +58,6 @@ def accelkit_worker_env(
     ``env`` is what the families' visibility rules produced; an implementation must not undo
     them, only add (e.g. advisory framework memory hints for fractional shares). A value of
     None asks for the variable to be unset. ``managers`` are the granted families' managers
-    (by family), for what each family declares (``framework_memory_hints``); an
+    (by family), for what each family declares (``frameworks.memory_hints``); an
     implementation may leave the argument out of its signature.
     """

@@ -1,11 +1,10 @@
-"""A family's declared scheduling policy, as data: what a scheduler needs to allocate its devices.
+"""A family's scheduling policy as data, and the placement rules it names.
 
-A manager declares its rules as attributes (``fractional``, ``allowed_quantities``,
-``placement``, ``partitions_per_grant``); :class:`FamilyPolicy` is those declarations taken off
-the manager, so they travel in a node's JSON (``Node.to_dict()["families"]``) and an
-``Allocator`` over that JSON validates and places without importing any plugin. A manager that
-overrides ``validate_quantity`` or uses a placement rule of its own has rules no data can carry:
-``plugin_rules`` names them, and the allocator loads that family's plugin to apply them.
+A manager declares its rules (``fractional``, and ``scheduling``: allowed quantities, placement,
+partitions per grant, device file); :class:`FamilyPolicy` is those declarations taken off the
+manager (by the registry), so they travel in a node's JSON (``Node.to_dict()["families"]``) and an
+``Allocator`` over that JSON validates and places without importing any plugin. Rules are data
+only: a placement is one of the named rules below, and quantities follow the declarations.
 
 Placement rules: which free devices may serve a request for ``count`` whole devices.
 
@@ -32,15 +31,11 @@ __all__ = [
     "CONTIGUOUS",
     "LOWEST_FREE",
     "PLACEMENTS",
-    "PLUGIN_RULES",
     "FamilyPolicy",
     "Placement",
     "allowed_text",
     "check_quantity",
 ]
-
-PLUGIN_RULES = ("validate_quantity", "placement")
-"""The rules a plugin may implement in code rather than declare."""
 
 
 def _small_index(token: str) -> bool:
@@ -191,10 +186,7 @@ class FamilyPolicy:
     partitions_per_grant: Optional[int] = 1
     visible_devices_env_var: Optional[str] = None
     device_file: Optional[str] = None
-    """A device's character file, ``{id}`` standing for its id (see ``device_file`` on the
-    manager)."""
-    plugin_rules: tuple[str, ...] = ()
-    """Rules only the plugin's code applies (see :data:`PLUGIN_RULES`)."""
+    """A device's character file, ``{id}`` standing for its id (``Scheduling.device_file``)."""
 
     def validate_quantity(self, quantity: object) -> int:
         """Integer units for ``quantity`` by the declared rule (:func:`check_quantity`)."""
@@ -218,7 +210,6 @@ class FamilyPolicy:
             "partitions_per_grant": self.partitions_per_grant,
             "visible_devices_env_var": self.visible_devices_env_var,
             "device_file": self.device_file,
-            "plugin_rules": list(self.plugin_rules),
         }
 
     @classmethod
@@ -235,7 +226,6 @@ class FamilyPolicy:
         per_grant = data.get("partitions_per_grant", 1)
         variable = data.get("visible_devices_env_var")
         device_file = data.get("device_file")
-        rules = data.get("plugin_rules", [])
         if not isinstance(resource, str) or not resource:
             raise InvalidData(f"{where}: resource_name must be a name like 'GPU', got {resource!r}")
         if not isinstance(fractional, bool):
@@ -251,8 +241,7 @@ class FamilyPolicy:
             )
         if not isinstance(placement, str) or placement not in PLACEMENTS:
             raise InvalidData(
-                f"{where}: placement {placement!r} is not one of {sorted(PLACEMENTS)}; a rule of "
-                "the plugin's own is named in plugin_rules"
+                f"{where}: placement {placement!r} is not one of {sorted(PLACEMENTS)}"
             )
         if per_grant is not None and (
             isinstance(per_grant, bool) or not isinstance(per_grant, int) or per_grant < 1
@@ -270,8 +259,11 @@ class FamilyPolicy:
                 f"{where}: device_file must be null or a path with {{id}} in it, got "
                 f"{device_file!r}"
             )
-        if not isinstance(rules, list) or any(r not in PLUGIN_RULES for r in rules):
-            raise InvalidData(f"{where}: plugin_rules must list some of {list(PLUGIN_RULES)}")
+        if data.get("plugin_rules", []) != []:
+            raise InvalidData(
+                f"{where}: plugin_rules {data['plugin_rules']!r}: rules in plugin code are gone "
+                "since contract version 2 (quantity and placement rules are data only)"
+            )
         return cls(
             name=name,
             resource_name=resource,
@@ -281,7 +273,6 @@ class FamilyPolicy:
             partitions_per_grant=per_grant,
             visible_devices_env_var=variable,
             device_file=device_file,
-            plugin_rules=tuple(rules),
         )
 
 
@@ -293,5 +284,5 @@ _POLICY_KEYS = (
     "partitions_per_grant",
     "visible_devices_env_var",
     "device_file",
-    "plugin_rules",
+    "plugin_rules",  # written empty by accelkit before contract version 2; read, never written
 )

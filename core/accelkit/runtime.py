@@ -77,7 +77,7 @@ def devices(
     environment sees the wrong devices, or all of them).
     """
     from accelkit.registry import resolve
-    from accelkit.schedule._grant import LOCAL_DEVICES_PREFIX
+    from accelkit.schedule._worker_env import LOCAL_DEVICES_PREFIX
 
     if framework not in FRAMEWORKS:
         raise ValueError(f"no device names for framework {framework!r}; known: {FRAMEWORKS}")
@@ -103,15 +103,16 @@ def devices(
                 f"the grant gives {family} devices {own}, but this worker's environment shows "
                 f"{ids}: start the worker with grant.env()"
             )
-        if not ids or manager.framework_device is None:
+        frameworks = manager.frameworks
+        if not ids or frameworks.device is None:
             continue
         positions = _local_positions(source.get(LOCAL_DEVICES_PREFIX + family.upper()), ids)
         if own is not None:
             positions = [ids.index(i) for i in own]
-        if not manager.framework_device_indexed:
-            names.append(manager.framework_device)
+        if not frameworks.indexed:
+            names.append(frameworks.device)
             continue
-        names += [f"{manager.framework_device}:{p}" for p in positions]
+        names += [f"{frameworks.device}:{p}" for p in positions]
     return names or ["cpu"]
 
 

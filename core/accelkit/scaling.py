@@ -6,27 +6,24 @@ family's rules from its manager: the quantity rule per worker, the collective ba
 framework device. It also refuses what Ray quietly changes: ``use_gpu`` with 0 GPUs per worker
 (Ray makes it 1), GPUs and TPUs in one plan, a TPU plan whose workers cannot fill its slice.
 
-TPU slices (:func:`tpu_slice`) follow Cloud TPU's documented shapes: v5e and v6e have 2-D
-topologies with 1 chip per TensorCore, so the pod-type suffix counts chips ("4x4" v6e is
-"v6e-16", 4 hosts of 4 chips; the single-host "1x1", "2x2" and "2x4" hold 1, 4 and 8 chips);
-v2 and v3 have 2-D topologies and v4, v5p and v7x 3-D ones, with 2 TensorCores a chip, so their
-suffix counts TensorCores ("2x2x2" v4 is "v4-16": 8 chips on 2 hosts of 4).
+Slice shapes (:func:`tpu_slice`) belong to the family whose hosts form multi-host slices: the
+plan asks that family's manager for them through a method the plugin offers,
+``slice_shape(accelerator_type, topology)``, which is no member of the plugin contract. The TPU
+plugin offers it over its table of TPU generations; a family without it cannot size a plan by
+accelerator type and topology, and says so.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Optional, Union
+from collections.abc import Mapping, Sequence
+from typing import Optional, Protocol, Union
 
-from accelkit.errors import InvalidRequest
+from accelkit.errors import InvalidRequest, UnknownFamily
 from accelkit.manager import ACCELERATOR_TYPE_PREFIX, AcceleratorManager
 from accelkit.quantities import UNIT, from_units, to_units
 from accelkit.registry import Registry, resolve
-from accelkit.schedule._request import family_units
 
-__all__ = ["GLOO", "TPU_GENERATIONS", "ScalingConfig", "TpuGeneration", "TpuSlice", "tpu_slice"]
+__all__ = ["GLOO", "PodSlice", "ScalingConfig", "tpu_slice"]
 
 GLOO = "gloo"
 """The collective backend of a plan without accelerators (CPU workers)."""
@@ -38,121 +35,72 @@ TYPE_REQUEST = 0.001
 """What a worker asks of ``accelerator_type:<label>``: a token amount, as Ray does."""
 
 
-@dataclass(frozen=True)
-class TpuGeneration:
-    """A TPU generation's shapes: topology dimensions, TensorCores a chip, chips a host."""
-
-    name: str
-    """As Cloud TPU accelerator types spell it: "v4", "v5litepod", "v6e", "v7x"."""
-    dimensions: int
-    cores_per_chip: int
-    single_host: Mapping[str, int]
-    """Topologies that fit on one host -> chips on it; every other topology has 4 a host."""
-    topologies: Optional[frozenset[str]] = None
-    """The documented topologies, where the generation has a fixed list (v5e, v6e)."""
+_SLICE_SHAPE = "slice_shape"
+"""The method a family's manager offers when its hosts form multi-host slices (the TPU plugin's
+``TpuManager.slice_shape``): ``(accelerator_type, topology) -> PodSlice``, ``ValueError`` for a
+shape the family does not have. Asked for by name, so the plugin contract stays as it is."""
 
 
-_TWO_D = frozenset({"1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"})
-TPU_GENERATIONS: dict[str, TpuGeneration] = {
-    "v2": TpuGeneration("v2", 2, 2, {"2x2": 4}),
-    "v3": TpuGeneration("v3", 2, 2, {"2x2": 4}),
-    "v4": TpuGeneration("v4", 3, 2, {"2x2x1": 4}),
-    "v5p": TpuGeneration("v5p", 3, 2, {"2x2x1": 4}),
-    "v5litepod": TpuGeneration("v5litepod", 2, 1, {"1x1": 1, "2x2": 4, "2x4": 8}, _TWO_D),
-    "v6e": TpuGeneration("v6e", 2, 1, {"1x1": 1, "2x2": 4, "2x4": 8}, _TWO_D),
-    "v7x": TpuGeneration("v7x", 3, 2, {"2x2x1": 4}),
-}
-"""Every generation :func:`tpu_slice` knows, by Cloud TPU's name."""
+class PodSlice(Protocol):
+    """One multi-host slice, as a family's ``slice_shape`` describes it (the TPU plugin's
+    ``TpuSlice``): what a plan needs to fill whole slices and start each on its first host."""
 
-_ALIASES = {"v5e": "v5litepod", "tpu7x": "v7x", "ironwood": "v7x", "trillium": "v6e"}
-_CHIPS_PER_HOST = 4
+    @property
+    def chips(self) -> int:
+        """Devices in the whole slice."""
 
+    @property
+    def chips_per_host(self) -> int:
+        """Devices on each of its hosts."""
 
-@dataclass(frozen=True)
-class TpuSlice:
-    """One TPU slice: how many chips and hosts, and its pod type."""
+    @property
+    def hosts(self) -> int:
+        """Hosts in the slice: each runs one worker group."""
 
-    generation: str
-    topology: str
-    chips: int
-    chips_per_host: int
-    hosts: int
-    pod_type: str
-    """Cloud TPU's accelerator type: "v6e-16", "v4-16"."""
+    @property
+    def pod_type(self) -> str:
+        """The slice's accelerator type, as the family names it ("v6e-16")."""
 
     @property
     def head_resource(self) -> str:
-        """The resource only the slice's first host offers (``TPU-v6e-16-head``), as the TPU
-        plugin and Ray name it: one task there starts the others."""
-        return f"TPU-{self.pod_type}-head"
+        """The resource only the slice's first host offers, where one task starts the others."""
 
 
-def tpu_slice(accelerator_type: str, topology: str) -> TpuSlice:
-    """The slice of ``accelerator_type`` ("v6e", "TPU-V6E", "v6e-16", "v5e") shaped ``topology``.
+def tpu_slice(
+    accelerator_type: str, topology: str, *, registry: Optional[Registry] = None
+) -> PodSlice:
+    """The slice of ``accelerator_type`` ("v6e", "TPU-V6E", "v6e-16", "v5e") shaped ``topology``
+    ("4x4"), as the ``tpu`` family's plugin shapes it: chips, chips per host, hosts, pod type.
 
-    ``ValueError`` naming the value for an unknown generation, a topology the generation does
-    not have (wrong dimensions, not one of v5e's and v6e's documented shapes, chips that do not
-    fill whole hosts), or a pod type whose size disagrees with the topology.
+    ``ValueError`` naming the value for a shape the plugin refuses, and when the registry (None:
+    the default one) has no ``tpu`` family or its manager offers no slice shapes.
     """
-    generation, size = _generation(accelerator_type)
-    dims = _dimensions(topology, generation)
-    chips = math.prod(dims)
-    shape = "x".join(str(d) for d in dims)
-    if generation.topologies is not None and shape not in generation.topologies:
+    try:
+        manager = resolve(registry).get_manager("tpu")
+    except UnknownFamily as error:
+        raise ValueError(f"no TPU slice can be shaped: {error}") from None
+    return _pod_slice([manager], accelerator_type, topology)
+
+
+def _pod_slice(
+    managers: Sequence[AcceleratorManager], accelerator_type: str, topology: str
+) -> PodSlice:
+    """The slice shaped by the first of ``managers`` that offers slice shapes."""
+    for manager in managers:
+        shape = getattr(manager, _SLICE_SHAPE, None)
+        if callable(shape):
+            pod_slice: PodSlice = shape(accelerator_type, topology)
+            return pod_slice
+    if not managers:
         raise ValueError(
-            f"{generation.name} has no topology {topology!r}; its topologies are "
-            f"{', '.join(sorted(generation.topologies, key=_chip_count))}"
+            f"no loaded family provides {TPU}, so accelerator_type {accelerator_type!r} and "
+            f"topology {topology!r} shape no slice; `accelkit plugins` says why"
         )
-    per_host = generation.single_host.get(shape, _CHIPS_PER_HOST)
-    if shape not in generation.single_host and chips % per_host:
-        raise ValueError(
-            f"{generation.name} topology {topology!r} has {chips} chips, which do not fill hosts "
-            f"of {per_host}; use a topology whose chip count is a multiple of {per_host}"
-        )
-    per_host = min(per_host, chips)
-    pod_type = f"{generation.name}-{chips * generation.cores_per_chip}"
-    if size is not None and size != chips * generation.cores_per_chip:
-        raise ValueError(
-            f"accelerator type {accelerator_type!r} is a {size}-core slice, but topology "
-            f"{topology!r} makes {pod_type}"
-        )
-    return TpuSlice(generation.name, shape, chips, per_host, chips // per_host, pod_type)
-
-
-def _generation(accelerator_type: str) -> tuple[TpuGeneration, Optional[int]]:
-    """The generation an accelerator type names, and its pod-type size if it gives one."""
-    if not isinstance(accelerator_type, str):
-        raise ValueError(f"a TPU accelerator type is a name like 'v6e', got {accelerator_type!r}")
-    text = accelerator_type.strip().lower().removeprefix("tpu-")
-    name, _, size = text.partition("-")
-    name = _ALIASES.get(name, name)
-    generation = TPU_GENERATIONS.get(name)
-    if generation is None:
-        raise ValueError(
-            f"unknown TPU generation in {accelerator_type!r}; known: "
-            f"{', '.join(TPU_GENERATIONS)} (or v5e, TPU-V6E, v6e-16)"
-        )
-    if size and not (size.isascii() and size.isdecimal() and int(size) > 0):
-        raise ValueError(f"{accelerator_type!r}: the pod-type size {size!r} is not a number")
-    return generation, int(size) if size else None
-
-
-def _dimensions(topology: str, generation: TpuGeneration) -> list[int]:
-    """``"4x4"`` -> ``[4, 4]``, with as many dimensions as the generation has."""
-    parts = topology.strip().lower().split("x") if isinstance(topology, str) else []
-    if len(parts) != generation.dimensions or not all(
-        p.isascii() and p.isdecimal() and int(p) > 0 for p in parts
-    ):
-        example = "4x4" if generation.dimensions == 2 else "2x2x2"
-        raise ValueError(
-            f"TPU {generation.name} topology {topology!r} is not {generation.dimensions} "
-            f"positive whole numbers joined by 'x', like {example!r}"
-        )
-    return [int(p) for p in parts]
-
-
-def _chip_count(shape: str) -> int:
-    return math.prod(int(p) for p in shape.split("x"))
+    families = ", ".join(repr(manager.name) for manager in managers)
+    raise ValueError(
+        f"no slice shapes from family {families}: its manager has no {_SLICE_SHAPE}() method, so "
+        f"accelerator_type {accelerator_type!r} and topology {topology!r} cannot size a plan"
+    )
 
 
 Quantity = Union[int, float]
@@ -166,7 +114,8 @@ class ScalingConfig:
     ``"TPU"``. Each worker takes 1 of it unless ``resources_per_worker`` says otherwise
     (``{"GPU": 0.5, "CPU": 4}``), and 1 CPU unless it names CPUs. ``accelerator_type``
     ("A100") lands every worker on that type. TPU plans take their slice from
-    ``accelerator_type`` and ``topology`` (:func:`tpu_slice`): each worker gets a host's chips
+    ``accelerator_type`` and ``topology``, shaped by the family (as :func:`tpu_slice` shows
+    them): each worker gets a host's chips
     unless it asks for fewer, and the workers must fill whole slices. ``backend`` overrides the
     family's declared collective backend. Every refusal is a ``ValueError`` naming the value.
     ``registry`` supplies the families (None: the default one).
@@ -195,11 +144,11 @@ class ScalingConfig:
         self._registry = resolve(registry)
         wanted = dict(resources_per_worker or {})
         self.resource = self._accelerator(use_gpu, use_tpu, accelerator, wanted)
-        self.tpu: Optional[TpuSlice] = None
+        self.tpu: Optional[PodSlice] = None
         self.slices = 0
+        self.managers = self._owners(self.resource, accelerator)
         per_worker = self._per_worker(wanted)
         self.per_worker_resources: dict[str, float] = per_worker
-        self.managers = self._owners(self.resource, accelerator)
         self._check_quantity(per_worker)
         self.backend = backend or self._backend()
 
@@ -270,7 +219,7 @@ class ScalingConfig:
                     "accelerator_type (e.g. 'TPU-V6E') and topology (e.g. '4x4')"
                 )
             return 1.0 if asked is None else asked
-        self.tpu = tpu_slice(self.accelerator_type, self.topology)
+        self.tpu = _pod_slice(self.managers, self.accelerator_type, self.topology)
         per_host = self.tpu.chips_per_host
         chips = per_host if asked is None else asked
         if chips <= 0 or chips != int(chips) or per_host % int(chips):
@@ -306,7 +255,7 @@ class ScalingConfig:
         problems = []
         for manager in self.managers:
             try:
-                family_units(manager, amount)  # a plugin's broken rule is a PluginError
+                manager.validate_quantity(amount)
                 return
             except InvalidRequest as error:
                 problems.append(str(error))
@@ -315,8 +264,8 @@ class ScalingConfig:
     def _backend(self) -> str:
         """The collective backend the accelerator's family declares, gloo without one."""
         for manager in self.managers:
-            if manager.collective_backend:
-                return manager.collective_backend
+            if manager.frameworks.collective:
+                return manager.frameworks.collective
         return GLOO
 
     # -- the plan -----------------------------------------------------------------------------

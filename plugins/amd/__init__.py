@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from accelkit import AcceleratorManager, Device, Host, hookimpl
+from accelkit import AcceleratorManager, Device, Frameworks, Host, hookimpl
 from accelkit.detect import (
     detect_layers,
     drm_devices,
@@ -74,10 +74,12 @@ class AmdManager(AcceleratorManager):
     api_version = 2
     visible_devices_env_var = "ROCR_VISIBLE_DEVICES"
     env_vars_read = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
-    framework_device = "cuda"
-    collective_backend = "nccl"
-    shared_visibility = True
-    framework_memory_hints = True  # JAX and TensorFlow on CUDA/ROCm read them
+    frameworks = Frameworks(
+        device="cuda",  # PyTorch on ROCm keeps CUDA's device name
+        collective="nccl",  # RCCL answers to it
+        memory_hints=True,  # JAX and TensorFlow on CUDA/ROCm read them
+        shared_visibility=True,
+    )
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
         """``ROCR_VISIBLE_DEVICES``, then HIP's (or CUDA's) positions within ROCr's list.
@@ -91,7 +93,7 @@ class AmdManager(AcceleratorManager):
     def rocr_ids(self, value: Optional[str]) -> Optional[list[str]]:
         """A ROCr or HIP list up to its first token that is neither an index nor a ``GPU-``
         UUID: both runtimes stop parsing there and use what came before."""
-        return valid_prefix(split_ids(value, self.nothing_visible), ROCR_TOKEN.fullmatch)
+        return valid_prefix(split_ids(value), ROCR_TOKEN.fullmatch)
 
     def visibility_env(
         self, ids: Sequence[str], *, total: Optional[int] = None

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, Callable, Optional
 
-from accelkit import AcceleratorManager, Device, Host, hookimpl, note
+from accelkit import AcceleratorManager, Device, Frameworks, Host, hookimpl, note
 from accelkit.detect import (
     call_probe,
     detect_layers,
@@ -45,10 +45,7 @@ class AscendManager(AcceleratorManager):
     api_version = 2
     visible_devices_env_var = RUNTIME_VAR
     env_vars_read = (RUNTIME_VAR, "ASCEND_VISIBLE_DEVICES")
-    framework_device = "npu"
-    collective_backend = "hccl"
-    shared_visibility = True
-    tolerates_whitespace = False
+    frameworks = Frameworks(device="npu", collective="hccl", shared_visibility=True)
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
         """The logical ids of ``ASCEND_RT_VISIBLE_DEVICES``, as CANN reads them."""

@@ -17,7 +17,16 @@ from __future__ import annotations
 import posixpath
 from typing import Optional
 
-from accelkit import ALIGNED_BLOCKS, AcceleratorManager, Device, Host, hookimpl, note
+from accelkit import (
+    ALIGNED_BLOCKS,
+    AcceleratorManager,
+    Device,
+    Frameworks,
+    Host,
+    Scheduling,
+    hookimpl,
+    note,
+)
 from accelkit.detect import (
     detect_layers,
     is_index,
@@ -57,12 +66,13 @@ class GaudiManager(AcceleratorManager):
     visible_devices_env_var = "HABANA_VISIBLE_MODULES"
     env_vars_read = ("HABANA_VISIBLE_MODULES", "HABANA_VISIBLE_DEVICES")
     fractional = False
-    allowed_quantities = (1, 2, 4, 8)
-    placement = ALIGNED_BLOCKS
-    framework_device = "hpu"
-    framework_device_indexed = False  # a process uses its HPUs as one "hpu" device
-    collective_backend = "hccl"
-    shared_visibility = True
+    scheduling = Scheduling(allowed_quantities=(1, 2, 4, 8), placement=ALIGNED_BLOCKS)
+    frameworks = Frameworks(
+        device="hpu",
+        indexed=False,  # a process uses its HPUs as one "hpu" device
+        collective="hccl",
+        shared_visibility=True,
+    )
 
     def matches(self, token: str, device: Device) -> bool:
         """Module ids only: token "3" is module 3, never the fourth card in some order."""

@@ -11,7 +11,7 @@ about half of its memory:
 They are hints, not limits: nothing enforces them, other frameworks ignore them (PyTorch has no
 such variable; call ``torch.cuda.set_per_process_memory_fraction``), and a variable the worker
 already inherits is kept (``Grant.env``). Only shares of families whose frameworks read the
-variables count (``framework_memory_hints``: CUDA and ROCm GPUs; a third-party MLU gets none),
+variables count (``Frameworks.memory_hints``: CUDA and ROCm GPUs; a third-party MLU gets none),
 and whole-device grants get none. Block the plugin with ``ACCELKIT_DISABLE_PLUGINS=hints`` or
 pass ``hooks=False`` to ``Grant.env``.
 """
@@ -21,11 +21,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Optional
 
-from accelkit.hookspecs import hookimpl
+from accelkit import hookimpl
 
 if TYPE_CHECKING:
-    from accelkit.manager import AcceleratorManager
-    from accelkit.schedule._grant import Grant
+    from accelkit import AcceleratorManager, Grant
 
 __all__ = ["accelkit_worker_env"]
 
@@ -39,7 +38,7 @@ def accelkit_worker_env(
     shares = [
         share
         for device, share in grant.devices
-        if share < 1.0 and getattr(managers.get(device.family), "framework_memory_hints", False)
+        if share < 1.0 and _reads_hints(managers.get(device.family))
     ]
     if not shares:
         return None
@@ -47,3 +46,8 @@ def accelkit_worker_env(
         "XLA_PYTHON_CLIENT_MEM_FRACTION": f"{min(shares):g}",
         "TF_FORCE_GPU_ALLOW_GROWTH": "true",
     }
+
+
+def _reads_hints(manager: Optional[AcceleratorManager]) -> bool:
+    """Whether the family's frameworks read memory hints (``Frameworks.memory_hints``)."""
+    return manager is not None and manager.frameworks.memory_hints

@@ -28,8 +28,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable, Optional
 
-from accelkit import AcceleratorManager, Device, Host, hookimpl, note
+from accelkit import AcceleratorManager, Device, Frameworks, Host, hookimpl, note
 from accelkit.detect import (
+    NOTHING_VISIBLE,
     call_probe,
     detect_layers,
     drm_devices,
@@ -80,15 +81,17 @@ class IntelManager(AcceleratorManager):
         "ZE_FLAT_DEVICE_HIERARCHY",
         "ZE_ENABLE_PCI_ID_DEVICE_ORDER",
     )
-    framework_device = "xpu"
-    collective_backend = "xccl"  # PyTorch's own XPU backend (oneCCL); IPEX's older one is "ccl"
-    shared_visibility = True
+    frameworks = Frameworks(
+        device="xpu",
+        collective="xccl",  # PyTorch's own XPU backend (oneCCL); IPEX's older one is "ccl"
+        shared_visibility=True,
+    )
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
         """``ZE_AFFINITY_MASK`` first, then ``ONEAPI_DEVICE_SELECTOR``'s ids relative to it."""
-        mask = split_ids(env.get("ZE_AFFINITY_MASK"), self.nothing_visible)
+        mask = split_ids(env.get("ZE_AFFINITY_MASK"))
         mask = None if mask is None else [t for t in mask if MASK_ID.match(t)]
-        selected = level_zero_ids(env.get("ONEAPI_DEVICE_SELECTOR"), self.nothing_visible)
+        selected = level_zero_ids(env.get("ONEAPI_DEVICE_SELECTOR"))
         return stacked_ids(mask, selected)
 
     def visibility_env(
@@ -105,12 +108,12 @@ class IntelManager(AcceleratorManager):
         return detect_layers(host, *layers)
 
 
-def level_zero_ids(value: Optional[str], nothing: Sequence[str]) -> Optional[list[str]]:
+def level_zero_ids(value: Optional[str]) -> Optional[list[str]]:
     """Level Zero tokens a selector keeps: None for all, [] when its terms name other backends.
 
     Exclusion terms (``!level_zero:1``) are not modelled: they select nothing here.
     """
-    if value is None or value.strip() in nothing:
+    if value is None or value.strip() in NOTHING_VISIBLE:
         return None if value is None else []
     ids: list[str] = []
     for term in value.split(";"):

@@ -13,7 +13,16 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Optional
 
-from accelkit import CONTIGUOUS, AcceleratorManager, Device, Host, hookimpl, note
+from accelkit import (
+    CONTIGUOUS,
+    AcceleratorManager,
+    Device,
+    Frameworks,
+    Host,
+    Scheduling,
+    hookimpl,
+    note,
+)
 from accelkit.detect import (
     detect_layers,
     device_count,
@@ -48,14 +57,15 @@ class NeuronManager(AcceleratorManager):
     visible_devices_env_var = VISIBLE
     env_vars_read = (VISIBLE, NUM_CORES, LNC)
     fractional = False
-    placement = CONTIGUOUS
-    partitions_per_grant = None  # cores name their device in ``parent``, yet are ordinary units
-    framework_device = "xla"
-    collective_backend = "xla"
+    scheduling = Scheduling(
+        placement=CONTIGUOUS,
+        partitions_per_grant=None,  # cores name their device in ``parent``, yet are ordinary units
+    )
+    frameworks = Frameworks(device="xla", collective="xla")
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
         """``NEURON_RT_VISIBLE_CORES`` as the runtime reads it: single cores and ranges."""
-        return parse_ranges(env[VISIBLE], self.nothing_visible) if VISIBLE in env else None
+        return parse_ranges(env[VISIBLE]) if VISIBLE in env else None
 
     def visibility_env(
         self, ids: Sequence[str], *, total: Optional[int] = None

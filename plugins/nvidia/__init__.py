@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from accelkit import AcceleratorManager, Device, Host, hookimpl, note
+from accelkit import AcceleratorManager, Device, Frameworks, Host, Scheduling, hookimpl, note
 from accelkit.detect import (
     decode,
     detect_layers,
@@ -61,16 +61,18 @@ class NvidiaManager(AcceleratorManager):
     api_version = 2
     visible_devices_env_var = "CUDA_VISIBLE_DEVICES"
     env_vars_read = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES")
-    device_file = "/dev/nvidia{id}"
-    framework_device = "cuda"
-    collective_backend = "nccl"
-    shared_visibility = True
-    framework_memory_hints = True  # JAX and TensorFlow on CUDA/ROCm read them
+    scheduling = Scheduling(device_file="/dev/nvidia{id}")
+    frameworks = Frameworks(
+        device="cuda",
+        collective="nccl",
+        memory_hints=True,  # JAX and TensorFlow on CUDA/ROCm read them
+        shared_visibility=True,
+    )
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
         """CUDA's reading: ids up to the first token CUDA would not accept (it stops there);
         ``NVIDIA_VISIBLE_DEVICES`` holds host ids for the container runtime, never CUDA's."""
-        tokens = split_ids(env.get("CUDA_VISIBLE_DEVICES"), self.nothing_visible)
+        tokens = split_ids(env.get("CUDA_VISIBLE_DEVICES"))
         return valid_prefix(tokens, CUDA_TOKEN.fullmatch)
 
     def matches(self, token: str, device: Device) -> bool:

@@ -16,7 +16,16 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Optional
 
-from accelkit import ALIGNED_BLOCKS, AcceleratorManager, Device, Host, hookimpl, note
+from accelkit import (
+    ALIGNED_BLOCKS,
+    AcceleratorManager,
+    Device,
+    Frameworks,
+    Host,
+    Scheduling,
+    hookimpl,
+    note,
+)
 from accelkit.detect import (
     PciDevice,
     detect_layers,
@@ -26,6 +35,7 @@ from accelkit.detect import (
     read_int,
 )
 
+from .generations import TpuSlice, generation_named, tpu_slice
 from .metadata import METADATA_VARS, pod_env
 from .pod import env_labels, slice_resources
 
@@ -35,7 +45,6 @@ PROCESSING_ACCELERATOR = 0x12
 # PCI device id -> generation as Cloud TPU accelerator types spell it (v5e is "v5litepod").
 GENERATIONS = {0x005E: "v4", 0x0062: "v5p", 0x0063: "v5litepod", 0x006F: "v6e", 0x0076: "v7x"}
 V2_V3, V2_V3_SUBSYSTEMS = 0x0027, {0x004E: "v2", 0x004F: "v3"}  # told apart by subsystem id
-SINGLE_CORE = ("v5litepod", "v6e")  # pod-type suffix counts chips; others count 2 cores a chip
 POD_TYPE = re.compile(r"(?:v|tpu)(\d+[a-z]*)-(\d+)")  # "v6e-16"; Ironwood spells "tpu7x-16"
 POD_LABELS = {"topology": "TPU_TOPOLOGY", "worker-id": "TPU_WORKER_ID", "slice-name": "TPU_NAME"}
 POD_VARS = ("TPU_ACCELERATOR_TYPE", *POD_LABELS.values())
@@ -60,10 +69,8 @@ class TpuManager(AcceleratorManager):
     visible_devices_env_var = VISIBLE
     env_vars_read = (VISIBLE, *CHIP_BOUNDS, *HOST_BOUNDS, SHARED_HOST, *POD_VARS, *METADATA_VARS)
     fractional = False
-    allowed_quantities = (1, 2, 4, 8)
-    placement = ALIGNED_BLOCKS
-    framework_device = "xla"
-    collective_backend = "xla"
+    scheduling = Scheduling(allowed_quantities=(1, 2, 4, 8), placement=ALIGNED_BLOCKS)
+    frameworks = Frameworks(device="xla", collective="xla")
 
     def visibility_env(self, ids: Sequence[str], *, total: Optional[int] = None) -> Env:
         """Bounds for a block of 1, 2 or 4 chips, with libtpu told it shares the host; every
@@ -123,9 +130,21 @@ class TpuManager(AcceleratorManager):
         labels = {"chips-per-host": str(len(devices)), **env_labels(env, POD_LABELS)}
         pod = _pod_type(env)
         if pod:
-            per_pod = pod[1] if pod[0] in SINGLE_CORE else pod[1] // 2
+            known = generation_named(pod[0])
+            cores_per_chip = known.cores_per_chip if known else 2  # unknown: as most have
+            per_pod = pod[1] // cores_per_chip  # the pod type's suffix counts TensorCores
             labels.update({"pod-type": f"{pod[0]}-{pod[1]}", "chips-per-pod": str(per_pod)})
         return labels
+
+    def slice_shape(self, accelerator_type: str, topology: str) -> TpuSlice:
+        """The pod slice ``accelerator_type`` ("v6e", "v6e-16") shaped ``topology`` ("4x4"): its
+        chips, chips per host, hosts, pod type and head resource, for training plans.
+
+        Not a member of AcceleratorManager: ``accelkit.scaling`` asks a family for this method by
+        name, so any family whose hosts form multi-host slices may offer it with this signature
+        and a record with those fields, raising ``ValueError`` for a shape it does not have.
+        """
+        return tpu_slice(accelerator_type, topology)
 
 
 def _chip(host: Host, index: int, pci: PciDevice, generation: Optional[str]) -> Device:

@@ -15,7 +15,7 @@ from typing import Callable, Optional
 from accelkit import hookimpl
 from accelkit.detect import detect_layers, parse_csv, read_int, read_value, run_command
 from accelkit.device import Device
-from accelkit.host._host import FakeHost, Host
+from accelkit.host import FakeHost, Host
 from accelkit.manager import AcceleratorManager
 
 

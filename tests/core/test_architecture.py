@@ -1,16 +1,19 @@
 """The architecture's promises, each proved in a fresh interpreter: an allocator over a node's
-JSON loads no plugin, the CLI imports only its verb, and the core holds no code that only one
-plugin uses."""
+JSON loads no plugin, the CLI imports only its verb, and the core's public toolkit holds no name
+that only one plugin uses unless it is documented for every author."""
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import accelkit.detect
 import pytest
+from accelkit import PluginWarning
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = ROOT / "examples" / "nodes"
@@ -45,7 +48,9 @@ for _ in range(1000):
     alloc.release(grant)
 grant = alloc.acquire({request!r})
 loaded = sorted(m for m in sys.modules if m == "pluggy" or m.startswith(("accelkit_plugins",
-    "accelkit.registry", "accelkit.node._detect")))
+    "accelkit.registry", "accelkit.node._detect",
+    "accelkit.node._operator", "accelkit.node._resources", "accelkit.node._state",
+    "accelkit.node._visibility")))
 print(json.dumps({{"loaded": loaded, "ids": grant.ids}}))
 """
 
@@ -85,18 +90,22 @@ except accelkit.PluginError as error:
     assert "needs the nvidia plugin" in message and "no accelerator family 'nvidia'" in message
 
 
-def test_a_family_with_rules_in_plugin_code_is_asked_through_its_plugin() -> None:
-    from accelkit import AcceleratorManager, Allocator, Device, InvalidRequest, Node, Registry
+def test_rules_in_plugin_code_are_refused_and_a_node_json_carries_none() -> None:
+    """Quantity and placement rules are data only (contract version 2): a version-2 manager that
+    codes its own quantity rule is refused by the loader with what to declare instead, and a node
+    JSON naming rules in plugin code (written by no accelkit since version 2) is invalid."""
+    from accelkit import AcceleratorManager, Device, InvalidData, InvalidRequest, Node, Registry
     from accelkit.hookspecs import hookimpl
 
     class Picky(AcceleratorManager):
         name = "picky"
         resource_name = "PICK"
+        api_version = 2
 
         def detect(self, host: object) -> list[Device]:
             return []
 
-        def validate_quantity(self, quantity: object) -> int:
+        def validate_quantity(self, quantity: object) -> int:  # type: ignore[misc]
             if quantity != 1:
                 raise InvalidRequest(f"picky devices come one at a time, not {quantity!r}")
             return 10_000
@@ -106,16 +115,15 @@ def test_a_family_with_rules_in_plugin_code_is_asked_through_its_plugin() -> Non
         def accelkit_register_managers(self) -> list[AcceleratorManager]:
             return [Picky()]
 
-    policy = Picky().policy()
-    assert policy.plugin_rules == ("validate_quantity",)
-    node = Node(
-        devices=[Device(str(n), n, family="picky", resource_name="PICK") for n in range(2)],
-        resources={"PICK": 2.0},
-        policies={"picky": policy},
-    )
     registry = Registry([Plugin()], autoload=False)
-    with pytest.raises(InvalidRequest, match="one at a time"):
-        Allocator(Node.from_dict(node.to_dict()), registry=registry).acquire({"PICK": 2})
+    with pytest.warns(PluginWarning, match="overrides validate_quantity"):
+        (info,) = registry.report()
+    assert info.status == "error"
+    assert "declare fractional and scheduling.allowed_quantities instead" in (info.error or "")
+    data = Node(resources={}).to_dict()
+    data["families"] = {"picky": {"resource_name": "PICK", "plugin_rules": ["validate_quantity"]}}
+    with pytest.raises(InvalidData, match="rules in plugin code are gone"):
+        Node.from_dict(data)
 
 
 @pytest.mark.parametrize(
@@ -148,14 +156,61 @@ print(json.dumps(sorted(m for m in sys.modules if m.startswith("accelkit.testing
     assert json.loads(run_python(script)) == []
 
 
-def test_no_core_module_serves_only_one_plugin() -> None:
-    """What one vendor alone needs lives in its plugin; the core's modules serve several."""
+def toolkit_users() -> dict[str, set[str]]:
+    """Each ``accelkit.detect`` name the built-in plugins use, and which plugins use it
+    (``from accelkit.detect import x``, or ``x`` as an attribute of the imported module)."""
     users: dict[str, set[str]] = {}
     for path in (ROOT / "plugins").rglob("*.py"):
+        parts = path.relative_to(ROOT / "plugins").parts
+        if len(parts) < 2:
+            continue  # plugins/__init__.py: the namespace, no plugin
+        tree = ast.parse(path.read_text())
+        modules = {"accelkit.detect"}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "accelkit.detect":
+                for alias in node.names:
+                    users.setdefault(alias.name, set()).add(parts[0])
+            elif isinstance(node, ast.ImportFrom) and node.module == "accelkit":
+                modules |= {a.asname or a.name for a in node.names if a.name == "detect"}
+            elif isinstance(node, ast.Import):
+                modules |= {a.asname or a.name for a in node.names if a.name == "accelkit.detect"}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and ast.unparse(node.value) in modules:
+                users.setdefault(node.attr, set()).add(parts[0])
+    return users
+
+
+def guide_entries() -> set[str]:
+    """The names the plugin guide documents for authors, one ``#### `name...``` entry each."""
+    text = (ROOT / "docs" / "plugin-authoring.md").read_text()
+    return set(re.findall(r"^#### `([A-Za-z_][A-Za-z0-9_]*)", text, re.MULTILINE))
+
+
+@pytest.mark.parametrize("name", sorted(accelkit.detect.__all__))
+def test_each_toolkit_name_serves_several_plugins_or_every_author(name: str) -> None:
+    """What one vendor alone needs lives in its plugin: a public toolkit name is there because
+    two or more built-in plugins use it, or because the guide documents it for every author."""
+    users = sorted(toolkit_users().get(name, ()))
+    assert len(users) >= 2 or name in guide_entries(), (
+        f"accelkit.detect.{name} is used by {users or 'no built-in plugin'} and is not documented "
+        "in docs/plugin-authoring.md: move it into that plugin, or document it for authors"
+    )
+
+
+def test_plugins_use_only_the_public_contract_and_toolkit() -> None:
+    """A plugin is written as a third party would write it: ``accelkit`` and the public
+    ``accelkit.detect`` names, nothing private or internal; its fake hosts (``testing.py``, the
+    kit's backdoor) may also use the kit's fake libraries from ``accelkit.testing``."""
+    imported: dict[str, set[str]] = {}
+    for path in (ROOT / "plugins").rglob("*.py"):
         vendor = path.relative_to(ROOT / "plugins").parts[0]
+        kit = {"accelkit.testing"} if path.name == "testing.py" else set()
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("accelkit."):
-                users.setdefault(node.module or "", set()).add(vendor)
-    lonely = {module: vendors for module, vendors in users.items() if len(vendors) == 1}
-    assert not lonely, f"core modules imported by one plugin only: {lonely}"
-    assert set(users) == {"accelkit.detect"}, "plugins import accelkit and accelkit.detect only"
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            module = node.module or ""
+            if module.startswith("accelkit.") and module not in kit:
+                imported.setdefault(module, set()).add(vendor)
+    assert set(imported) <= {"accelkit.detect"}, f"plugins import core modules: {imported}"
+    private = set(toolkit_users()) - set(accelkit.detect.__all__)
+    assert not private, f"plugins use accelkit.detect names outside its __all__: {private}"

@@ -21,8 +21,9 @@ from accelkit import ConfigurationError, Registry, detect_node
 from accelkit._settings import Budgets, seconds
 from accelkit.detect import call_probe, detect_layers, library_session, run_command
 from accelkit.device import Device
+from accelkit.host import FakeHost, Host, LocalHost, ProbeEnv
 from accelkit.host import _deadlines as deadlines
-from accelkit.host._host import FakeHost, Host, LocalHost, ProbeEnv, ProbeFunction
+from accelkit.host._base import ProbeFunction
 from accelkit.manager import AcceleratorManager
 from core_fakes import Provides
 

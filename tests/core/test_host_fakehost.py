@@ -8,15 +8,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pytest
-from accelkit.host import _host as host_module
-from accelkit.host._host import (
-    CommandResult,
-    FakeHost,
-    HostView,
-    ProbeError,
-    natural_key,
-    resolve_under,
-)
+from accelkit.errors import ProbeError
+from accelkit.host import CommandResult, FakeHost, HostView
+from accelkit.host import _fake as fake_host_module
+from accelkit.host._base import natural_key, resolve_under
 
 
 def test_an_empty_fake_host_exposes_nothing_of_the_real_machine() -> None:
@@ -271,7 +266,7 @@ def test_each_directory_is_resolved_once_however_often_it_is_read(
         walks.append(path)
         return resolve_under(root, path, visit)
 
-    monkeypatch.setattr(host_module, "resolve_under", counted)
+    monkeypatch.setattr(fake_host_module, "resolve_under", counted)
     host = FakeHost(root=tmp_path)
     for _ in range(3):
         texts = [host.read_text(f"/sys/bus/card0/{n}") for n in ("vendor", "device", "numa_node")]

@@ -13,7 +13,8 @@ import probe_targets
 import pytest
 from accelkit.detect import call_probe
 from accelkit.diagnostics import collecting
-from accelkit.host._host import LocalHost, ProbeError
+from accelkit.errors import ProbeError
+from accelkit.host import LocalHost
 
 
 def test_run_returns_exit_code_stdout_and_stderr() -> None:

@@ -36,8 +36,9 @@ from accelkit import (
 from accelkit._settings import flag
 from accelkit.cli import UNSHOWN, main
 from accelkit.errors import ConfigurationError
-from accelkit.node._snapshot import MANIFEST, load_snapshot
-from accelkit.registry import Registry
+from accelkit.host import load_snapshot
+from accelkit.host._replay import MANIFEST
+from accelkit.registry import Registry, variables_read
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -80,7 +81,7 @@ OUTPUT = st.one_of(
 
 
 def every_variable() -> list[str]:
-    return sorted({n for m in BUILTINS.managers() for n in m.all_env_vars_read()})
+    return sorted({n for m in BUILTINS.managers() for n in variables_read(m)})
 
 
 def recorded(node: str) -> dict[str, Any]:

@@ -1,11 +1,15 @@
-"""The core's layering (STYLE.md): each module imports only from its own layer or below, and
-no imports run in a circle.
+"""The core's stages (DESIGN "Layout"): each module imports only from its own stage or below, and
+no imports run in a circle. No module is an exception.
 
-Imports under ``if TYPE_CHECKING:`` are checked too: each must name a module that exists, and may
-not reach above the importing module's layer except for the record types the hook contract
-passes to plugins (``Node``, ``Grant``), which the hook machinery below them must name in its
-signatures: ``Grant.env`` calls the plugins' hooks and the hooks receive the grant, so that
-one edge is a type, never an import. Every name in :data:`LAYERS` must be a real module."""
+The stages, in the order data flows: the contract (records, errors, quantities, the manager and
+its hooks, the standard-library helpers they share), then ``host`` -> ``detect`` -> ``registry``
+-> ``node`` -> ``schedule`` (with ``runtime``, ``scaling`` and ``exports``, which read nodes and
+grants) -> ``ledger`` -> ``pool`` -> the faces (``cli``, ``integrations``, the conformance kit
+``testing``, and the package itself). Imports inside functions count as much as those at the top.
+
+Imports under ``if TYPE_CHECKING:`` create no dependency (they never run), so they are not
+layered; each must still name a module that exists. That is how the hook contract names the
+records it passes to plugins (``Node``, ``Grant``) without importing them."""
 
 from __future__ import annotations
 
@@ -16,61 +20,49 @@ import pytest
 
 CORE = Path(__file__).resolve().parents[2] / "core" / "accelkit"
 
-LAYERS = {
-    # 0: plain data, text rules, switches, JSON keys, lazy exports, the version, and which
-    # importlib.metadata to read, importing nothing above
-    "errors": 0,
-    "device": 0,
-    "diagnostics": 0,
-    "visibility": 0,
-    "metadata": 0,
-    "settings": 0,
-    "_json": 0,
-    "_faults": 0,
-    "_shown": 0,
-    "_stdout": 0,  # keeping vendor libraries' printing off stdout: the standard library only
-    "_lazy": 0,
-    "_version": 0,
-    "poolworker": 0,  # a pool's worker process: the standard library only, before each call
-    # 1: the machine and the numbers, and the ledger's file and holders
-    "host": 1,
-    "holder": 1,
-    "ledgerfile": 1,
-    "deadlines": 1,
-    "quantities": 1,
-    "placement": 1,
-    # 2: the contract, the node record and the shared detection helpers: all a plugin imports
-    "policy": 2,
-    "node": 2,
-    "manager": 2,
-    "detect": 2,
-    "detection": 3,  # the deprecated shim re-exports accelkit.detect
-    # 3: hooks, built-in hook plugins and the conformance kit
-    "hookspecs": 3,
-    "hints": 3,
-    "testing": 3,
-    # 4: discovery
-    "registry": 4,
-    # 5: detecting a node, and what a grant is
-    "pipeline": 5,
-    "grant": 5,
-    "runtime": 5,
-    "request": 5,
-    "snapshot": 5,
-    # 6: allocation, the node's shared ledger, and training plans
-    "scaling": 6,
-    "allocator": 6,
-    "exports": 6,
-    "ledger": 6,
-    "workerprocess": 6,
-    # 7: faces
-    "cli": 7,
-    "integrations": 7,
-    "pool": 7,
-    "__init__": 7,
+STAGES = (
+    "contract",
+    "host",
+    "detect",
+    "registry",
+    "node",
+    "schedule",
+    "ledger",
+    "pool",
+    "faces",
+)
+"""DESIGN's stage order; a module may import from its own stage and the ones before it."""
+
+CONTRACT = {
+    # what plugins and every stage share: records, errors, rules as data, the manager, its hooks
+    "errors",
+    "device",
+    "diagnostics",
+    "quantities",
+    "policy",
+    "manager",
+    "hookspecs",
+    # standard-library helpers beneath them
+    "_visibility",
+    "_settings",
+    "_distributions",
+    "_json",
+    "_faults",
+    "_shown",
+    "_stdout",
+    "_lazy",
+    "_version",
 }
-HOOK_RECORDS = {"node", "grant"}
-"""The records the hook contract passes to plugins: type-only imports of them may reach up."""
+BESIDE = {
+    "runtime": "schedule",  # a worker's view of its grant
+    "scaling": "schedule",  # training plans: requests for many workers
+    "exports": "schedule",  # a node in the engines' formats
+    "cli": "faces",
+    "integrations": "faces",
+    "testing": "faces",
+    "__init__": "faces",
+}
+"""Modules that are not a stage of their own, and the stage they sit in."""
 
 
 def module_name(path: Path) -> str:
@@ -78,10 +70,20 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts) or "__init__"
 
 
-def layer(module: str) -> int:
+def stage(module: str) -> str:
+    """The stage of ``accelkit.<module>``."""
     top = module.split(".")[0]
-    assert top in LAYERS, f"accelkit.{module} has no layer: add it to LAYERS in {__file__}"
-    return LAYERS[top]
+    if top in CONTRACT:
+        return "contract"
+    if top in STAGES:
+        return top
+    assert top in BESIDE, f"accelkit.{module} has no stage: add it to BESIDE in {__file__}"
+    return BESIDE[top]
+
+
+def layer(module: str) -> int:
+    """The position of the module's stage in :data:`STAGES`."""
+    return STAGES.index(stage(module))
 
 
 def runtime_nodes(tree: ast.AST) -> list[ast.AST]:
@@ -108,6 +110,12 @@ def type_only_nodes(tree: ast.AST) -> list[ast.AST]:
     return found
 
 
+def exists(module: str) -> bool:
+    """Whether ``accelkit.<module>`` is a module or package in the source tree."""
+    path = CORE / Path(*module.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
 def imports(path: Path, type_only: bool = False) -> set[str]:
     """The accelkit modules ``path`` imports at run time (or, with ``type_only``, under
     ``if TYPE_CHECKING:``), as names relative to the package."""
@@ -132,6 +140,10 @@ def imports(path: Path, type_only: bool = False) -> set[str]:
                     found.add(name)
                 elif not node.module:
                     found.add(".".join(target) or "__init__")
+        elif isinstance(node, ast.ImportFrom) and node.module == "accelkit":
+            # ``from accelkit import hookspecs`` imports a submodule, not the package face
+            for alias in node.names:
+                found.add(alias.name if exists(alias.name) else "__init__")
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
             for name in names:
@@ -144,29 +156,21 @@ GRAPH = {module_name(p): imports(p) for p in sorted(CORE.rglob("*.py"))}
 TYPE_GRAPH = {module_name(p): imports(p, type_only=True) for p in sorted(CORE.rglob("*.py"))}
 
 
-def exists(module: str) -> bool:
-    """Whether ``accelkit.<module>`` is a module or package in the source tree."""
-    path = CORE / Path(*module.split("."))
-    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+def test_every_named_module_is_real() -> None:
+    phantoms = sorted(
+        name for name in [*CONTRACT, *BESIDE] if name != "__init__" and not exists(name)
+    )
+    assert not phantoms, f"the stage table names modules that do not exist: {phantoms}"
 
 
-def test_every_layer_names_a_real_module() -> None:
-    phantoms = sorted(name for name in LAYERS if name != "__init__" and not exists(name))
-    assert not phantoms, f"LAYERS names modules that do not exist: {phantoms}"
+def test_the_stages_are_packages() -> None:
+    assert all((CORE / name / "__init__.py").exists() for name in STAGES[1:-1])
 
 
 @pytest.mark.parametrize("module", sorted(TYPE_GRAPH))
-def test_type_only_imports_exist_and_keep_to_the_layers(module: str) -> None:
+def test_type_only_imports_exist(module: str) -> None:
     missing = sorted(m for m in TYPE_GRAPH[module] if m != "__init__" and not exists(m))
     assert not missing, f"accelkit.{module} imports {missing} for typing, which do not exist"
-    upward = sorted(
-        m
-        for m in TYPE_GRAPH[module]
-        if layer(m) > layer(module) and m.split(".")[0] not in HOOK_RECORDS
-    )
-    assert not upward, (
-        f"accelkit.{module} (layer {layer(module)}) imports {upward} for typing from above it"
-    )
 
 
 def test_every_module_has_a_layer() -> None:
@@ -178,8 +182,8 @@ def test_every_module_has_a_layer() -> None:
 def test_no_import_runs_up(module: str) -> None:
     upward = sorted(m for m in GRAPH[module] if layer(m) > layer(module))
     assert not upward, (
-        f"accelkit.{module} (layer {layer(module)}) imports {upward} from above it; "
-        "move the code to the layer it needs"
+        f"accelkit.{module} (stage {stage(module)}) imports {upward}, from later stages; "
+        "move the code to the stage it needs"
     )
 
 
@@ -208,10 +212,17 @@ def test_no_import_cycles() -> None:
             visit(module)
 
 
-def test_the_checker_sees_lazy_and_relative_imports() -> None:
-    assert "registry" in GRAPH["pipeline"] and "host" in GRAPH["pipeline"]
-    assert "snapshot" in GRAPH["cli._common"]  # imported inside a function
-    assert "registry" in GRAPH["grant"]  # Grant.env resolves the default registry inside
-    assert "grant" not in GRAPH["registry"]  # only under TYPE_CHECKING
-    assert "grant" in TYPE_GRAPH["registry"]
-    assert "registry" not in GRAPH["node"]  # the record loads no plugin machinery
+def test_the_checker_sees_imports_inside_functions_and_not_type_only_ones() -> None:
+    assert {"registry", "host"} <= {m.split(".")[0] for m in GRAPH["node._detect"]}
+    assert "host" in GRAPH["cli._common"]  # imported inside a function
+    assert "registry" in GRAPH["schedule._worker_env"]  # resolves the default registry inside
+    assert not any(m.startswith("schedule") for m in GRAPH["registry"])  # TYPE_CHECKING only
+    assert "schedule._grant" in TYPE_GRAPH["registry"]
+    assert "registry" not in GRAPH["node._record"]  # the record loads no plugin machinery
+
+
+def test_the_pool_child_imports_only_the_standard_library() -> None:
+    """``python -m accelkit.pool._child`` runs before each call's module: nothing of accelkit may
+    load there but the lazy faces it passes through."""
+    assert GRAPH["pool._child"] == set()
+    assert GRAPH["pool"] <= {"_lazy"}

@@ -9,10 +9,12 @@ from accelkit import hookimpl, registry
 from accelkit.device import Device
 from accelkit.diagnostics import note
 from accelkit.errors import ConfigurationError
-from accelkit.host._host import FakeHost, Host, HostView
+from accelkit.host import FakeHost, Host, HostView
 from accelkit.manager import AcceleratorManager
-from accelkit.node._detect import EXCLUDE_ENV, NODE_FAMILY, OVERRIDE_ENV, detect_node
+from accelkit.node._detect import detect_node
+from accelkit.node._operator import EXCLUDE_ENV, OVERRIDE_ENV
 from accelkit.node._record import Node
+from accelkit.node._state import NODE_FAMILY
 from core_fakes import (
     ACME_CSV,
     AcmeManager,
@@ -32,7 +34,7 @@ def levels(node: Node, level: str) -> list[str]:
 
 
 def ids(node: Node, family: str = "acme") -> list[str]:
-    return [d.id for d in node.devices_of(family)]
+    return [d.id for d in node.devices if d.family == family]
 
 
 # -- detection --------------------------------------------------------------------------------
@@ -503,7 +505,7 @@ def test_families_with_one_resource_add_up_and_each_type_counts_once(
     assert node.labels["accelkit/acme.type"] == "Z9"
     assert node.labels["accelkit/rival.count"] == "3"
     assert node.labels["accelkit/rival.type"] == "R1"
-    assert node.families() == ["acme", "rival"]
+    assert list(dict.fromkeys(d.family for d in node.devices)) == ["acme", "rival"]
 
 
 def test_one_family_with_two_types_offers_both(generic: object) -> None:

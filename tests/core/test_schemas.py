@@ -9,7 +9,8 @@ from typing import Any
 
 import accelkit
 import pytest
-from accelkit.node._snapshot import load_snapshot, record_snapshot
+from accelkit.host import load_snapshot
+from accelkit.node._snapshot import record_snapshot
 
 jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is in the test extra")
 

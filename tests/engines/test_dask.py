@@ -15,6 +15,8 @@ import pytest
 from accelkit import Node, detect_node, load_snapshot
 from engine_nodes import ACME_NODE, SNAPSHOTS
 
+pytestmark = pytest.mark.engine
+
 distributed = pytest.importorskip("distributed")
 from accelkit.integrations.dask import LocalAcceleratorCluster, worker_slots  # noqa: E402
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.engine
+
 pytest.importorskip("ray")
 
 SESSION = Path(__file__).with_name("ray_session.py")

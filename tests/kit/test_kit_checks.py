@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-from accelkit import AcceleratorManager, Device, FakeHost, Host, InvalidRequest
+from accelkit import AcceleratorManager, Device, FakeHost, Frameworks, Host, InvalidRequest
 from accelkit.detect import call_probe
 from accelkit.testing import Outcome, Subject, all_checks, run_checks
 
@@ -235,20 +235,31 @@ def test_malformed_node_facts_are_caught(tmp_path: Path) -> None:
     assert "labels gives {'widget.count': 4}; keys and values must be str" in failed["node_facts"]
 
 
-def test_rejections_must_name_the_value(tmp_path: Path) -> None:
+def test_a_quantity_rule_in_code_is_refused(tmp_path: Path) -> None:
     class Terse(WidgetManager):
-        def validate_quantity(self, quantity: object) -> int:
+        api_version = 2
+
+        def validate_quantity(self, quantity: object) -> int:  # type: ignore[misc]
             try:
                 return super().validate_quantity(quantity)
             except InvalidRequest:
                 raise InvalidRequest("bad quantity") from None
 
     failed = failures(Terse(), tmp_path)
-    assert list(failed) == ["rejection_names_value"]
-    assert (
-        "validate_quantity(-1) raised 'bad quantity', which does not name the value"
-        in (failed["rejection_names_value"])
-    )
+    assert list(failed) == ["declarations"]
+    assert "Terse overrides validate_quantity" in failed["declarations"]
+    assert "declare fractional and scheduling.allowed_quantities instead" in failed["declarations"]
+
+
+def test_a_version_1_manager_is_told_where_each_attribute_moved(tmp_path: Path) -> None:
+    class Dated(WidgetManager):
+        api_version = 1
+        collective_backend = "acmeccl"
+
+    failed = failures(Dated(), tmp_path)
+    assert list(failed) == ["contract_version"]
+    assert "collective_backend -> frameworks.collective" in failed["contract_version"]
+    assert "declare api_version = 2" in failed["contract_version"]
 
 
 def test_a_partition_listed_with_its_parent_is_caught(tmp_path: Path) -> None:
@@ -312,13 +323,13 @@ def test_a_heavy_import_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 def test_inconsistent_declarations_are_caught(tmp_path: Path) -> None:
     class Misdeclared(WidgetManager):
         replaces = "nvidia"
-        framework_device = " xpu"
+        frameworks = Frameworks(device=" xpu")
 
     failed = failures(Misdeclared(), tmp_path)
     assert list(failed) == ["declarations"]
     assert "Misdeclared.replaces is 'nvidia' but its name is 'widget'" in failed["declarations"]
     assert (
-        "Misdeclared.framework_device must be a name like 'cuda' or None, got ' xpu'"
+        "Misdeclared.frameworks.device must be a name like 'cuda' or None, got ' xpu'"
         in (failed["declarations"])
     )
 

@@ -1,4 +1,5 @@
-"""Finding a family's backdoor ``make_host``: declared, built in, missing, broken, claimed twice."""
+"""Finding a family's backdoor ``make_host``: declared (built-ins too), replaced, missing, broken,
+claimed twice."""
 
 from __future__ import annotations
 
@@ -38,16 +39,27 @@ def make_host(count: int, root: Any) -> Any:
     return ("host", count)
 
 
+def builtin_make_host(count: int, root: Any) -> Any:
+    return ("built-in host", count)
+
+
 def test_a_declared_builder_wins_over_the_builtin(monkeypatch: pytest.MonkeyPatch) -> None:
+    builtin = FakeDist("accelkit", "0.1.0")
     declare(
-        monkeypatch, FakeEntryPoint("nvidia", "v.fakes:make_host", FakeDist("v", "1"), make_host)
+        monkeypatch,
+        FakeEntryPoint("nvidia", "v.fakes:make_host", FakeDist("v", "1"), make_host),
+        FakeEntryPoint(
+            "nvidia", "accelkit_plugins.nvidia.testing:make_host", builtin, builtin_make_host
+        ),
     )
     assert host_builder("nvidia") is make_host
 
 
-def test_a_builtin_family_falls_back_to_its_own_builder(monkeypatch: pytest.MonkeyPatch) -> None:
-    declare(monkeypatch)
-    assert host_builder("tpu").__module__ == "accelkit.testing.fakes.tpu"
+def test_a_builtin_family_is_found_through_its_declaration(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert host_builder("tpu").__module__ == "accelkit_plugins.tpu.testing"
+    declare(monkeypatch)  # the built-ins have no other way in: undeclared, a family has none
+    with pytest.raises(LookupError, match="no host builder for family 'tpu'"):
+        host_builder("tpu")
 
 
 def test_an_undeclared_family_says_how_to_declare_one(monkeypatch: pytest.MonkeyPatch) -> None:

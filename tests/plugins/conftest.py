@@ -10,9 +10,8 @@ import accelkit
 import pytest
 from accelkit.device import Device
 from accelkit.diagnostics import Diagnostic, collecting
-from accelkit.host._host import FakeHost, Host
+from accelkit.host import FakeHost, Host, load_snapshot
 from accelkit.manager import AcceleratorManager
-from accelkit.node._snapshot import load_snapshot
 
 Detect = Callable[[AcceleratorManager, Host], tuple[list[Device], str]]
 
@@ -66,7 +65,7 @@ def check_snapshot(
         assert {d.type_label for d in devices} == {label}
         assert f"{count} device(s) from the command layer" in notes
         node = accelkit.detect_node(load_snapshot(directory))
-        assert [d.id for d in node.devices_of(manager.name)] == [d.id for d in devices]
+        assert [d.id for d in node.devices if d.family == manager.name] == [d.id for d in devices]
         assert node.resources[manager.resource_name] == float(count)
         assert node.resources[f"accelerator_type:{label}"] == 1.0
         return devices

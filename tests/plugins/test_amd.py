@@ -11,11 +11,13 @@ from typing import Any, Callable, Optional
 import accelkit
 import pytest
 from accelkit.detect import relative_ids
-from accelkit.node._snapshot import load_snapshot
+from accelkit.host import load_snapshot
+from accelkit.registry import contract_errors, variables_read
 from accelkit.testing.fakes import amd as fake
 from accelkit.testing.fakes.amd import AMDSMI_STATUS_NOT_SUPPORTED
 from accelkit.testing.fakes.amdsmi_c import emulated_amdsmi
 from accelkit_plugins.amd import PRODUCTS, AmdManager
+from accelkit_plugins.amd import testing as amd_hosts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -34,28 +36,28 @@ def host_with(
     sysfs: bool = True,
 ) -> accelkit.FakeHost:
     if sysfs:
-        fake.write_sysfs(tmp_path, gpus)
+        amd_hosts.write_sysfs(tmp_path, gpus)
     commands = {}
     if listed is not None:
-        commands[fake.AMD_SMI_LIST_ARGV] = listed
+        commands[amd_hosts.AMD_SMI_LIST_ARGV] = listed
     if static is not None:
-        commands[fake.AMD_SMI_STATIC_ARGV] = static
+        commands[amd_hosts.AMD_SMI_STATIC_ARGV] = static
     modules = {} if amdsmi is None else {"amdsmi": amdsmi}
     return accelkit.FakeHost(root=tmp_path, commands=commands, modules=modules)
 
 
 # -- part 1: the data sheet --------------------------------------------------------------------
 def test_declares_the_amd_family() -> None:
-    assert MANAGER.contract_errors() == []
+    assert contract_errors(MANAGER) == []
     assert (MANAGER.name, MANAGER.resource_name) == ("amd", "GPU")
     assert MANAGER.visible_devices_env_var == "ROCR_VISIBLE_DEVICES"
-    assert set(MANAGER.all_env_vars_read()) == {
+    assert set(variables_read(MANAGER)) == {
         "ROCR_VISIBLE_DEVICES",
         "HIP_VISIBLE_DEVICES",
         "CUDA_VISIBLE_DEVICES",
     }
     # PyTorch on ROCm names the device "cuda" and its RCCL-backed collective backend "nccl"
-    assert (MANAGER.framework_device, MANAGER.collective_backend) == ("cuda", "nccl")
+    assert (MANAGER.frameworks.device, MANAGER.frameworks.collective) == ("cuda", "nccl")
     assert MANAGER.validate_quantity(0.25) == 2500
     with pytest.raises(accelkit.InvalidRequest):
         MANAGER.validate_quantity(2.5)
@@ -234,8 +236,8 @@ def test_amd_smi_layer(tmp_path: pathlib.Path, run_detect: Callable[..., Any]) -
     host = host_with(
         tmp_path,
         gpus,
-        listed=(0, fake.amd_smi_list_output(gpus)),
-        static=(0, fake.amd_smi_static_output(gpus)),
+        listed=(0, amd_hosts.amd_smi_list_output(gpus)),
+        static=(0, amd_hosts.amd_smi_static_output(gpus)),
     )
     devices, _ = run_detect(MANAGER, host)
     assert [d.id for d in devices] == [str(n) for n in range(8)]
@@ -251,7 +253,7 @@ def test_amd_smi_static_layouts_of_several_releases(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any], layout: str
 ) -> None:
     gpus = fake.fake_amdgpus(2)
-    records = json.loads(fake.amd_smi_static_output(gpus))
+    records = json.loads(amd_hosts.amd_smi_static_output(gpus))
     if layout == "rocm-6.0":  # flat VRAM fields, memory as a number of MB
         for record in records:
             record["vram"] = {"vram_type": "HBM", "vram_size_mb": 196592}
@@ -262,7 +264,7 @@ def test_amd_smi_static_layouts_of_several_releases(
     host = host_with(
         tmp_path,
         gpus,
-        listed=(0, fake.amd_smi_list_output(gpus)),
+        listed=(0, amd_hosts.amd_smi_list_output(gpus)),
         static=(0, json.dumps(records)),
         sysfs=False,
     )
@@ -277,7 +279,7 @@ def test_amd_smi_list_alone_still_counts_gpus(
 ) -> None:
     gpus = fake.fake_amdgpus(2)
     host = host_with(
-        tmp_path, gpus, listed=(0, fake.amd_smi_list_output(gpus)), static=(1, ""), sysfs=False
+        tmp_path, gpus, listed=(0, amd_hosts.amd_smi_list_output(gpus)), static=(1, ""), sysfs=False
     )
     devices, notes = run_detect(MANAGER, host)
     assert [(d.id, d.pci_bus_id, d.type_label) for d in devices] == [
@@ -327,12 +329,12 @@ def test_ids_follow_kfd_order_whatever_order_a_layer_lists(
         reversed_handles = emulated_amdsmi(gpus, handle_order=[3, 2, 1, 0], package_dir=package)
         host = host_with(tmp_path, gpus, amdsmi=reversed_handles)
     else:
-        listed = json.loads(fake.amd_smi_list_output(gpus))[::-1]
+        listed = json.loads(amd_hosts.amd_smi_list_output(gpus))[::-1]
         host = host_with(
             tmp_path,
             gpus,
             listed=(0, json.dumps(listed)),
-            static=(0, fake.amd_smi_static_output(gpus)),
+            static=(0, amd_hosts.amd_smi_static_output(gpus)),
         )
     devices, _ = run_detect(MANAGER, host)
     assert {d.source for d in devices} == {layer}
@@ -378,7 +380,7 @@ def test_drm_layer_answers_without_kfd_and_counts_a_card_once(
 
 
 def test_drm_ignores_other_vendors(tmp_path: pathlib.Path, run_detect: Callable[..., Any]) -> None:
-    fake.write_sysfs(tmp_path, fake.fake_amdgpus(1))
+    amd_hosts.write_sysfs(tmp_path, fake.fake_amdgpus(1))
     shutil.rmtree(tmp_path / KFD)
     other = tmp_path / "sys/bus/pci/devices/0000:03:00.0"
     other.mkdir(parents=True)
@@ -402,7 +404,10 @@ def test_no_amd_stack_gives_no_devices(run_detect: Callable[..., Any]) -> None:
 def test_any_amd_smi_output_never_raises(
     run_detect: Callable[..., Any], listed: str, static: str
 ) -> None:
-    commands = {fake.AMD_SMI_LIST_ARGV: (0, listed), fake.AMD_SMI_STATIC_ARGV: (0, static)}
+    commands = {
+        amd_hosts.AMD_SMI_LIST_ARGV: (0, listed),
+        amd_hosts.AMD_SMI_STATIC_ARGV: (0, static),
+    }
     devices, _ = run_detect(MANAGER, accelkit.FakeHost(commands=commands))
     assert isinstance(devices, list)
 
@@ -441,7 +446,7 @@ def test_any_json_shape_from_amd_smi_never_raises(
     run_detect: Callable[..., Any], data: Any
 ) -> None:
     text = json.dumps(data)
-    commands = {fake.AMD_SMI_LIST_ARGV: (0, text), fake.AMD_SMI_STATIC_ARGV: (0, text)}
+    commands = {amd_hosts.AMD_SMI_LIST_ARGV: (0, text), amd_hosts.AMD_SMI_STATIC_ARGV: (0, text)}
     devices, _ = run_detect(MANAGER, accelkit.FakeHost(commands=commands))
     assert isinstance(devices, list)
 
@@ -449,7 +454,7 @@ def test_any_json_shape_from_amd_smi_never_raises(
 # -- part 3: fake hosts and the snapshot -------------------------------------------------------
 @pytest.mark.parametrize("count", [0, 1, 2, 8])
 def test_make_host_has_count_gpus(check_make_host: Callable[..., Any], count: int) -> None:
-    check_make_host(MANAGER, fake.make_host, count)
+    check_make_host(MANAGER, amd_hosts.make_host, count)
 
 
 def test_snapshot_of_an_mi300x_node(check_snapshot: Callable[..., Any]) -> None:
@@ -483,7 +488,9 @@ def test_amd_smi_list_alone_takes_the_model_from_sysfs(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any]
 ) -> None:
     gpus = fake.fake_amdgpus(2)
-    host = host_with(tmp_path, gpus, listed=(0, fake.amd_smi_list_output(gpus)), static=(1, ""))
+    host = host_with(
+        tmp_path, gpus, listed=(0, amd_hosts.amd_smi_list_output(gpus)), static=(1, "")
+    )
     devices, _ = run_detect(MANAGER, host)
     assert [(d.type_label, d.memory_bytes, d.source) for d in devices] == [
         ("AMD-Instinct-MI300X-OAM", 196592 * fake.MIB, "command")

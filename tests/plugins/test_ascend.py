@@ -9,10 +9,10 @@ from typing import Any
 import accelkit
 import pytest
 from accelkit.diagnostics import Diagnostic, collecting
-from accelkit.host._host import CommandSpec
-from accelkit.node._snapshot import load_snapshot
-from accelkit.testing.fakes import ascend as fake
+from accelkit.host import CommandSpec, load_snapshot
+from accelkit.registry import contract_errors, variables_read
 from accelkit_plugins.ascend import AscendManager, probe_acl, soc_label
+from accelkit_plugins.ascend import testing as fake
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -53,15 +53,15 @@ def texts(notes: Sequence[Diagnostic]) -> str:
 
 # -- part 1: the data sheet --------------------------------------------------------------------
 def test_declares_the_ascend_family() -> None:
-    assert MANAGER.contract_errors() == []
+    assert contract_errors(MANAGER) == []
     assert (MANAGER.name, MANAGER.resource_name) == ("ascend", "NPU")
     assert MANAGER.visible_devices_env_var == "ASCEND_RT_VISIBLE_DEVICES"
-    assert set(MANAGER.all_env_vars_read()) == {
+    assert set(variables_read(MANAGER)) == {
         "ASCEND_RT_VISIBLE_DEVICES",
         "ASCEND_VISIBLE_DEVICES",
     }
-    assert (MANAGER.framework_device, MANAGER.collective_backend) == ("npu", "hccl")
-    assert MANAGER.placement is accelkit.LOWEST_FREE
+    assert (MANAGER.frameworks.device, MANAGER.frameworks.collective) == ("npu", "hccl")
+    assert MANAGER.scheduling.placement is accelkit.LOWEST_FREE
     assert accelkit.get_manager("ascend").resource_name == "NPU"
 
 
@@ -300,6 +300,6 @@ def test_mixed_node_has_both_families_apart() -> None:
     assert node.resources["NPU"] == 4.0
     assert node.resources["GPU"] == 2.0
     assert node.resources["accelerator_type:Ascend310P3"] == 1.0
-    assert [d.resource_name for d in node.devices_of("nvidia")] == ["GPU", "GPU"]
-    assert [d.id for d in node.devices_of("ascend")] == ["0", "1", "2", "3"]
+    assert [d.resource_name for d in node.devices if d.family == "nvidia"] == ["GPU", "GPU"]
+    assert [d.id for d in node.devices if d.family == "ascend"] == ["0", "1", "2", "3"]
     assert {d.family for d in node.devices} == {"nvidia", "ascend"}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from accelkit import FakeHost
 from accelkit.detect import accel_files, device_files, vfio_files
-from accelkit.testing.fakes import tpu as fake
+from accelkit_plugins.tpu import testing as fake
 
 
 def test_vfio_groups_name_their_pci_functions_in_bus_order(tmp_path: Path) -> None:

@@ -9,10 +9,10 @@ import accelkit
 import pytest
 from accelkit.detect import type_label
 from accelkit.diagnostics import Diagnostic, collecting
-from accelkit.host._host import CommandSpec
-from accelkit.node._snapshot import load_snapshot
-from accelkit.testing.fakes import gaudi as fake
+from accelkit.host import CommandSpec, load_snapshot
+from accelkit.registry import contract_errors, variables_read
 from accelkit_plugins.gaudi import TYPE_LABELS, GaudiManager
+from accelkit_plugins.gaudi import testing as fake
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,11 +41,11 @@ def texts(notes: Sequence[Diagnostic]) -> str:
 
 # -- part 1: the data sheet --------------------------------------------------------------------
 def test_declares_the_gaudi_family() -> None:
-    assert MANAGER.contract_errors() == []
+    assert contract_errors(MANAGER) == []
     assert (MANAGER.name, MANAGER.resource_name) == ("gaudi", "HPU")
     assert MANAGER.visible_devices_env_var == "HABANA_VISIBLE_MODULES"
-    assert set(MANAGER.all_env_vars_read()) == {"HABANA_VISIBLE_MODULES", "HABANA_VISIBLE_DEVICES"}
-    assert (MANAGER.framework_device, MANAGER.collective_backend) == ("hpu", "hccl")
+    assert set(variables_read(MANAGER)) == {"HABANA_VISIBLE_MODULES", "HABANA_VISIBLE_DEVICES"}
+    assert (MANAGER.frameworks.device, MANAGER.frameworks.collective) == ("hpu", "hccl")
     assert accelkit.get_manager("gaudi").resource_name == "HPU"
 
 
@@ -96,10 +96,10 @@ def test_a_fraction_above_one_is_refused() -> None:
 
 
 def test_groups_are_aligned_in_module_id_space() -> None:
-    assert MANAGER.placement is accelkit.ALIGNED_BLOCKS
+    assert MANAGER.scheduling.placement is accelkit.ALIGNED_BLOCKS
     # Devices in hl-smi index order: module ids, not positions, decide the groups.
     devices = [accelkit.Device(id=str(m)) for m in fake.MODULE_BY_INDEX]
-    keys = MANAGER.placement.keys(devices)
+    keys = MANAGER.scheduling.placement.keys(devices)
     assert keys == list(fake.MODULE_BY_INDEX)
     everything = sum(1 << k for k in keys)
 
@@ -107,11 +107,11 @@ def test_groups_are_aligned_in_module_id_space() -> None:
         assert mask is not None
         return {k for k in keys if mask >> k & 1}
 
-    assert modules(MANAGER.placement.choose(everything, 2)) == {0, 1}
-    assert modules(MANAGER.placement.choose(everything & ~(1 << 1), 2)) == {2, 3}
-    assert modules(MANAGER.placement.choose(everything & ~(1 << 2), 4)) == {4, 5, 6, 7}
-    assert MANAGER.placement.choose(everything & ~(1 << 2) & ~(1 << 5), 4) is None
-    assert modules(MANAGER.placement.choose(everything, 8)) == set(range(8))
+    assert modules(MANAGER.scheduling.placement.choose(everything, 2)) == {0, 1}
+    assert modules(MANAGER.scheduling.placement.choose(everything & ~(1 << 1), 2)) == {2, 3}
+    assert modules(MANAGER.scheduling.placement.choose(everything & ~(1 << 2), 4)) == {4, 5, 6, 7}
+    assert MANAGER.scheduling.placement.choose(everything & ~(1 << 2) & ~(1 << 5), 4) is None
+    assert modules(MANAGER.scheduling.placement.choose(everything, 8)) == set(range(8))
 
 
 @pytest.mark.parametrize(
@@ -292,14 +292,14 @@ def test_gaudi2_snapshot_node() -> None:
     assert node.resources["HPU"] == 8.0
     assert node.resources["accelerator_type:Intel-GAUDI2"] == 1.0
     # HABANA_VISIBLE_DEVICES=all is recorded (a container): it restricts nothing.
-    assert [d.id for d in node.devices_of("gaudi")] == [str(m) for m in range(8)]
+    assert [d.id for d in node.devices if d.family == "gaudi"] == [str(m) for m in range(8)]
 
 
 def test_a_node_without_module_ids_offers_no_hpu_and_says_why(tmp_path: pathlib.Path) -> None:
     fake.write_sysfs(tmp_path, fake.fake_cards(4), module_ids=False)
     node = accelkit.detect_node(host_with(tmp_path))
     assert "HPU" not in node.resources
-    assert node.devices_of("gaudi") == []
+    assert [d for d in node.devices if d.family == "gaudi"] == []
     assert any(
         d.family == "gaudi" and d.level == "warning" and "4 of 4 Gaudi card(s)" in d.message
         for d in node.diagnostics

@@ -9,9 +9,10 @@ from typing import Any, Callable, Optional
 
 import accelkit
 import pytest
-from accelkit.node._snapshot import load_snapshot
-from accelkit.testing.fakes import intel as fake
+from accelkit.host import load_snapshot
+from accelkit.registry import contract_errors, variables_read
 from accelkit_plugins.intel import IntelManager, dpctl_probe
+from accelkit_plugins.intel import testing as fake
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -38,16 +39,16 @@ def host_with(
 
 # -- part 1: the data sheet --------------------------------------------------------------------
 def test_declares_the_intel_family() -> None:
-    assert MANAGER.contract_errors() == []
+    assert contract_errors(MANAGER) == []
     assert (MANAGER.name, MANAGER.resource_name) == ("intel", "GPU")
     assert MANAGER.visible_devices_env_var == "ONEAPI_DEVICE_SELECTOR"
-    assert set(MANAGER.all_env_vars_read()) == {
+    assert set(variables_read(MANAGER)) == {
         "ONEAPI_DEVICE_SELECTOR",
         "ZE_AFFINITY_MASK",
         "ZE_FLAT_DEVICE_HIERARCHY",
         "ZE_ENABLE_PCI_ID_DEVICE_ORDER",
     }
-    assert (MANAGER.framework_device, MANAGER.collective_backend) == ("xpu", "xccl")
+    assert (MANAGER.frameworks.device, MANAGER.frameworks.collective) == ("xpu", "xccl")
     assert MANAGER.validate_quantity(0.5) == 5000
 
 

@@ -1,12 +1,13 @@
 """Every failure kind, on every detection layer of every built-in plugin, as one table.
 
 Each family is described once as a *stack*: its healthy vendor library, recorded command outputs
-and file tree (from the fakes in ``accelkit.testing.fakes``), and its layers in order. A row of
-the table breaks one layer in one way, removes the layers before it and keeps the layers after it
-healthy. The rule under test (issue 3): a missing library or command, a non-zero exit, a timeout,
-garbage output, an unreadable or binary file each gives the next layer or, on the last layer,
-zero devices with a diagnostic; never an exception, never a hang (an unreadable file is a FIFO
-here, which a plain ``open().read()`` would block on for ever).
+and file tree (from each plugin's ``testing`` module and the kit's fake libraries), and its
+layers in order. A row of the table breaks one layer in one way, removes the layers before it
+and keeps the layers after it healthy. The rule under test (issue 3): a missing library or
+command, a non-zero exit, a timeout, garbage output, an unreadable or binary file each gives the
+next layer or, on the last layer, zero devices with a diagnostic; never an exception, never a
+hang (an unreadable file is a FIFO here, which a plain ``open().read()`` would block on for
+ever).
 """
 
 from __future__ import annotations
@@ -22,9 +23,17 @@ from typing import Any, Callable, Optional, Union
 import accelkit
 import pytest
 from accelkit.diagnostics import Diagnostic, collecting
-from accelkit.host._host import FakeHost, ProbeEnv, ProbeFunction
+from accelkit.host import FakeHost, ProbeEnv
+from accelkit.host._base import ProbeFunction
 from accelkit.manager import AcceleratorManager
-from accelkit.testing.fakes import amd, ascend, gaudi, intel, neuron, nvidia, tpu
+from accelkit.testing import fakes
+from accelkit_plugins.amd import testing as amd
+from accelkit_plugins.ascend import testing as ascend
+from accelkit_plugins.gaudi import testing as gaudi
+from accelkit_plugins.intel import testing as intel
+from accelkit_plugins.neuron import testing as neuron
+from accelkit_plugins.nvidia import testing as nvidia
+from accelkit_plugins.tpu import testing as tpu
 
 GIB = 1 << 30
 Argv = tuple[str, ...]
@@ -75,7 +84,7 @@ class Stack:
 
 
 def _nvidia() -> Stack:
-    gpus = nvidia.fake_gpus(2)
+    gpus = fakes.fake_gpus(2)
 
     def files(root: Path) -> None:
         nvidia.write_proc(root, gpus)
@@ -84,7 +93,7 @@ def _nvidia() -> Stack:
     return Stack(
         accelkit.get_manager("nvidia"),
         ["0", "1"],
-        lambda: {"pynvml": nvidia.fake_pynvml(gpus)},
+        lambda: {"pynvml": fakes.fake_pynvml(gpus)},
         {nvidia.NVIDIA_SMI_ARGV: (0, nvidia.nvidia_smi_output(gpus))},
         files,
         [
@@ -96,11 +105,11 @@ def _nvidia() -> Stack:
 
 
 def _amd() -> Stack:
-    gpus = amd.fake_amdgpus(2)
+    gpus = fakes.fake_amdgpus(2)
     return Stack(
         accelkit.get_manager("amd"),
         ["0", "1"],
-        lambda: {"amdsmi": amd.fake_amdsmi(gpus)},
+        lambda: {"amdsmi": fakes.fake_amdsmi(gpus)},
         {
             amd.AMD_SMI_LIST_ARGV: (0, amd.amd_smi_list_output(gpus)),
             amd.AMD_SMI_STATIC_ARGV: (0, amd.amd_smi_static_output(gpus)),

@@ -10,9 +10,10 @@ import accelkit
 import pytest
 from accelkit import FakeHost, InvalidRequest
 from accelkit.diagnostics import collecting
-from accelkit.node._snapshot import load_snapshot
-from accelkit.testing.fakes import neuron as fake
+from accelkit.host import load_snapshot
+from accelkit.registry import contract_errors
 from accelkit_plugins.neuron import NeuronManager
+from accelkit_plugins.neuron import testing as fake
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -44,9 +45,9 @@ def test_data_sheet() -> None:
         "NEURON_RT_NUM_CORES",
         "NEURON_LOGICAL_NC_CONFIG",
     }
-    assert (MANAGER.framework_device, MANAGER.collective_backend) == ("xla", "xla")
-    assert MANAGER.placement is accelkit.CONTIGUOUS
-    assert MANAGER.contract_errors() == []
+    assert (MANAGER.frameworks.device, MANAGER.frameworks.collective) == ("xla", "xla")
+    assert MANAGER.scheduling.placement is accelkit.CONTIGUOUS
+    assert contract_errors(MANAGER) == []
     assert accelkit.get_manager("neuron").name == "neuron"
 
 
@@ -114,7 +115,7 @@ def test_a_fraction_of_a_core_is_refused() -> None:
 
 def test_placement_takes_the_lowest_contiguous_run() -> None:
     free = 0b1101  # core 1 taken: the lowest run of 2 is {2, 3}
-    assert MANAGER.placement.choose(free, 2) == 0b1100
+    assert MANAGER.scheduling.placement.choose(free, 2) == 0b1100
 
 
 # -- detection -------------------------------------------------------------------------------
@@ -272,7 +273,7 @@ def test_a_visible_cores_range_on_the_node_restricts_it(tmp_path: Path) -> None:
     manifest["env"] = {"NEURON_RT_VISIBLE_CORES": "4-7"}
     (copy / "snapshot.json").write_text(json.dumps(manifest))
     node = accelkit.detect_node(load_snapshot(copy))
-    assert [d.id for d in node.devices_of("neuron")] == ["4", "5", "6", "7"]
+    assert [d.id for d in node.devices if d.family == "neuron"] == ["4", "5", "6", "7"]
     assert node.resources["neuron_cores"] == 4.0
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import accelkit
 import pytest
 from accelkit.cli import main
-from accelkit.node._snapshot import load_snapshot
+from accelkit.host import load_snapshot
 
 NODES = Path(__file__).resolve().parents[2] / "examples" / "nodes"
 
@@ -65,7 +65,7 @@ def test_the_node_has_the_right_devices_types_and_resources(name: str) -> None:
     found = {d.family for d in node.devices}
     assert found == set(families)
     for family, (count, label, source) in families.items():
-        devices = node.devices_of(family)
+        devices = [d for d in node.devices if d.family == family]
         assert [d.id for d in devices] == [str(n) for n in range(count)]
         assert {(d.type_label, d.source) for d in devices} == {(label, source)}
     assert node.resources == {key: float(value) for key, value in resources.items()}
@@ -94,20 +94,21 @@ def test_accelkit_ls_shows_the_node(name: str, capsys: pytest.CaptureFixture[str
 
 def test_nvidia_gpus_are_numbered_in_bus_order() -> None:
     node = accelkit.detect_node(load_snapshot(NODES / "nvidia-h100-8gpu"))
-    buses = [d.pci_bus_id for d in node.devices_of("nvidia")]
+    buses = [d.pci_bus_id for d in node.devices if d.family == "nvidia"]
     assert buses == sorted(buses) and all(b and b.startswith("0000:") for b in buses)
-    assert [d.numa_node for d in node.devices_of("nvidia")] == [0] * 4 + [1] * 4
+    assert [d.numa_node for d in node.devices if d.family == "nvidia"] == [0] * 4 + [1] * 4
 
 
 def test_gaudi_ids_are_module_ids_not_bus_order() -> None:
     node = accelkit.detect_node(load_snapshot(NODES / "gaudi2-8"))
-    by_module = {d.id: d.pci_bus_id for d in node.devices_of("gaudi")}
+    by_module = {d.id: d.pci_bus_id for d in node.devices if d.family == "gaudi"}
     assert by_module["0"] == "0000:4d:00.0" and by_module["3"] == "0000:33:00.0"
-    assert {d.memory_bytes for d in node.devices_of("gaudi")} == {98304 << 20}
+    assert {d.memory_bytes for d in node.devices if d.family == "gaudi"} == {98304 << 20}
 
 
 def test_intel_stacks_share_their_card() -> None:
-    devices = accelkit.detect_node(load_snapshot(NODES / "intel-max1550-4gpu")).devices_of("intel")
+    node = accelkit.detect_node(load_snapshot(NODES / "intel-max1550-4gpu"))
+    devices = [d for d in node.devices if d.family == "intel"]
     cards = [d.pci_bus_id for d in devices]
     assert cards == [c for c in dict.fromkeys(cards) for _ in range(2)]
     assert all(d.uuid is None and d.parent is None for d in devices)
@@ -115,7 +116,7 @@ def test_intel_stacks_share_their_card() -> None:
 
 def test_neuron_cores_name_their_device_and_share_its_memory() -> None:
     node = accelkit.detect_node(load_snapshot(NODES / "neuron-trn1-32xlarge"))
-    cores = node.devices_of("neuron")
+    cores = [d for d in node.devices if d.family == "neuron"]
     assert [c.parent for c in cores[:4]] == ["neuron0", "neuron0", "neuron1", "neuron1"]
     assert {c.memory_bytes for c in cores} == {16 << 30}
     assert node.labels["accelkit/neuron.devices"] == "16"

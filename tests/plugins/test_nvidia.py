@@ -9,10 +9,12 @@ from typing import Any, Callable
 import accelkit
 import pynvml
 import pytest
-from accelkit.node._snapshot import load_snapshot
+from accelkit.host import load_snapshot
+from accelkit.registry import contract_errors, variables_read
 from accelkit.testing.fakes import nvidia as fake
 from accelkit.testing.fakes.nvml_c import emulated_pynvml
 from accelkit_plugins.nvidia import NvidiaManager
+from accelkit_plugins.nvidia import testing as nvidia_hosts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -38,26 +40,26 @@ def host_with(
     env: dict[str, str] | None = None,
 ) -> accelkit.FakeHost:
     """A host with the given layers: NVML module, nvidia-smi answer, /proc files (and sysfs)."""
-    fake.write_sysfs(tmp_path, gpus)
+    nvidia_hosts.write_sysfs(tmp_path, gpus)
     if proc:
-        fake.write_proc(tmp_path, gpus)
-    commands = {} if smi is None else {fake.NVIDIA_SMI_ARGV: smi}
+        nvidia_hosts.write_proc(tmp_path, gpus)
+    commands = {} if smi is None else {nvidia_hosts.NVIDIA_SMI_ARGV: smi}
     modules = {} if nvml is None else {"pynvml": nvml}
     return accelkit.FakeHost(root=tmp_path, env=env, commands=commands, modules=modules)
 
 
 # -- part 1: the data sheet --------------------------------------------------------------------
 def test_declares_the_nvidia_family() -> None:
-    assert MANAGER.contract_errors() == []
+    assert contract_errors(MANAGER) == []
     assert (MANAGER.name, MANAGER.resource_name) == ("nvidia", "GPU")
     assert MANAGER.visible_devices_env_var == "CUDA_VISIBLE_DEVICES"
-    assert set(MANAGER.all_env_vars_read()) == {
+    assert set(variables_read(MANAGER)) == {
         "CUDA_VISIBLE_DEVICES",
         "CUDA_DEVICE_ORDER",
         "NVIDIA_VISIBLE_DEVICES",
     }
-    assert (MANAGER.framework_device, MANAGER.collective_backend) == ("cuda", "nccl")
-    assert MANAGER.placement is accelkit.LOWEST_FREE
+    assert (MANAGER.frameworks.device, MANAGER.frameworks.collective) == ("cuda", "nccl")
+    assert MANAGER.scheduling.placement is accelkit.LOWEST_FREE
     assert accelkit.get_manager("nvidia").name == "nvidia"
 
 
@@ -135,7 +137,7 @@ def test_gpus_may_be_shared_and_mig_instances_are_whole_one_per_grant() -> None:
     assert MANAGER.validate_quantity(2) == 20000
     with pytest.raises(accelkit.InvalidRequest):
         MANAGER.validate_quantity(1.5)
-    assert MANAGER.partitions_per_grant == 1
+    assert MANAGER.scheduling.partitions_per_grant == 1
 
 
 @pytest.mark.parametrize(
@@ -172,7 +174,7 @@ def test_type_labels(
 ) -> None:
     gpu = dataclasses.replace(fake.fake_gpus(1)[0], name=name)
     devices, _ = run_detect(
-        MANAGER, host_with(tmp_path, [gpu], smi=(0, fake.nvidia_smi_output([gpu])))
+        MANAGER, host_with(tmp_path, [gpu], smi=(0, nvidia_hosts.nvidia_smi_output([gpu])))
     )
     assert [(d.model, d.type_label) for d in devices] == [(name, label)]
 
@@ -186,7 +188,7 @@ def test_an_nvml_that_cannot_start_gives_the_next_layer(
 ) -> None:
     gpus = fake.fake_gpus(2)
     nvml = emulated_pynvml(gpus, init_error=pynvml.NVML_ERROR_UNKNOWN)
-    host = host_with(tmp_path, gpus, nvml=nvml, smi=(0, fake.nvidia_smi_output(gpus)))
+    host = host_with(tmp_path, gpus, nvml=nvml, smi=(0, nvidia_hosts.nvidia_smi_output(gpus)))
     devices, notes = run_detect(MANAGER, host)
     assert [d.source for d in devices] == ["command", "command"]
     assert "warning: library layer failed: NVMLError_Unknown: Unknown Error" in notes
@@ -233,7 +235,7 @@ def test_mig_instances_are_devices_on_the_node(tmp_path: pathlib.Path) -> None:
     gpus = mig_node()
     host = host_with(tmp_path, gpus, nvml=emulated_pynvml(gpus))
     node = accelkit.detect_node(host)
-    nvidia = node.devices_of("nvidia")
+    nvidia = [d for d in node.devices if d.family == "nvidia"]
     assert [d.id for d in nvidia] == [A100_MIGS[0].uuid, A100_MIGS[1].uuid, "1", "2"]
     assert node.resources["GPU"] == 4.0
     assert node.resources["accelerator_type:A100-1g.5gb"] == 1.0
@@ -255,7 +257,7 @@ def test_mig_instances_nvml_cannot_list_leave_the_gpu_out(
     gpus = mig_node()
     denied = {"nvmlDeviceGetMaxMigDeviceCount": pynvml.NVML_ERROR_NO_PERMISSION}
     nvml = emulated_pynvml(gpus, errors=denied)
-    host = host_with(tmp_path, gpus, nvml=nvml, smi=(0, fake.nvidia_smi_output(gpus)))
+    host = host_with(tmp_path, gpus, nvml=nvml, smi=(0, nvidia_hosts.nvidia_smi_output(gpus)))
     devices, notes = run_detect(MANAGER, host)
     assert [d.id for d in devices] == ["1", "2"]
     assert "NVMLError_NoPermission: Insufficient Permissions" in notes
@@ -266,7 +268,7 @@ def test_mig_instances_nvml_cannot_list_leave_the_gpu_out(
 def test_nvidia_smi_layer(tmp_path: pathlib.Path, run_detect: Callable[..., Any]) -> None:
     gpus = fake.fake_gpus(8)
     devices, notes = run_detect(
-        MANAGER, host_with(tmp_path, gpus, smi=(0, fake.nvidia_smi_output(gpus)))
+        MANAGER, host_with(tmp_path, gpus, smi=(0, nvidia_hosts.nvidia_smi_output(gpus)))
     )
     assert [d.id for d in devices] == [str(n) for n in range(8)]
     assert {d.source for d in devices} == {"command"}
@@ -281,7 +283,7 @@ def test_nvidia_smi_leaves_mig_gpus_out(
 ) -> None:
     gpus = mig_node()
     devices, notes = run_detect(
-        MANAGER, host_with(tmp_path, gpus, smi=(0, fake.nvidia_smi_output(gpus)))
+        MANAGER, host_with(tmp_path, gpus, smi=(0, nvidia_hosts.nvidia_smi_output(gpus)))
     )
     assert [d.id for d in devices] == ["1", "2"]
     assert "warning: GPU 0 is left out: MIG is enabled; MIG instances are listed only" in notes
@@ -380,7 +382,7 @@ def test_any_nvidia_smi_output_never_raises(
 # -- part 3: fake hosts and the snapshot -------------------------------------------------------
 @pytest.mark.parametrize("count", [0, 1, 2, 8])
 def test_make_host_has_count_gpus(check_make_host: Callable[..., Any], count: int) -> None:
-    check_make_host(MANAGER, fake.make_host, count)
+    check_make_host(MANAGER, nvidia_hosts.make_host, count)
 
 
 def test_snapshot_of_an_h100_node(check_snapshot: Callable[..., Any]) -> None:

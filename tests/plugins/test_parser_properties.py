@@ -19,9 +19,9 @@ from accelkit.detect import (
     parse_memory,
 )
 from accelkit.diagnostics import collecting
-from accelkit.host._host import FakeHost
-from accelkit.testing.fakes import ascend as fake_ascend
+from accelkit.host import FakeHost
 from accelkit_plugins.ascend import AscendManager
+from accelkit_plugins.ascend import testing as fake_ascend
 from accelkit_plugins.ascend.tables import parse_aligned_table
 from hypothesis import given
 from hypothesis import strategies as st

@@ -23,7 +23,9 @@ from accelkit.testing.fakes import amd, nvidia
 from accelkit.testing.fakes.amdsmi_c import emulated_amdsmi
 from accelkit.testing.fakes.nvml_c import emulated_pynvml
 from accelkit_plugins.amd import AmdManager
+from accelkit_plugins.amd import testing as amd_hosts
 from accelkit_plugins.nvidia import NvidiaManager
+from accelkit_plugins.nvidia import testing as nvidia_hosts
 from vendor_wrappers import AMDSMI_LATEST, Fetch
 
 INSTALLED = "installed"
@@ -55,8 +57,10 @@ def nvml_host(
     tmp_path: pathlib.Path, gpus: list[nvidia.FakeGpu], module: Any, smi: bool = False
 ) -> accelkit.FakeHost:
     """A host with the emulated NVML, the GPUs' sysfs, and nvidia-smi when asked."""
-    nvidia.write_sysfs(tmp_path, gpus)
-    commands = {nvidia.NVIDIA_SMI_ARGV: (0, nvidia.nvidia_smi_output(gpus))} if smi else {}
+    nvidia_hosts.write_sysfs(tmp_path, gpus)
+    commands = (
+        {nvidia_hosts.NVIDIA_SMI_ARGV: (0, nvidia_hosts.nvidia_smi_output(gpus))} if smi else {}
+    )
     return accelkit.FakeHost(root=tmp_path, commands=commands, modules={"pynvml": module})
 
 
@@ -148,7 +152,7 @@ def mi300x(count: int) -> list[amd.FakeAmdGpu]:
 
 def amd_host(tmp_path: pathlib.Path, gpus: list[amd.FakeAmdGpu], module: Any) -> accelkit.FakeHost:
     """The GPUs' KFD topology, with amdsmi the only source of PCI device id and VRAM size."""
-    amd.write_sysfs(tmp_path, gpus)
+    amd_hosts.write_sysfs(tmp_path, gpus)
     for name in ("device", "mem_info_vram_total"):
         for path in tmp_path.glob(f"sys/bus/pci/devices/*/{name}"):
             path.unlink()
@@ -195,7 +199,7 @@ def test_amdsmi_without_its_driver_is_info_and_the_next_layer_answers(
     wrapper raises its one exception class for every status, so the status names the cause."""
     gpus = mi300x(2)
     smi = emulated_amdsmi(gpus, package_dir=amdsmi_package, init_error=34)
-    amd.write_sysfs(tmp_path, gpus)
+    amd_hosts.write_sysfs(tmp_path, gpus)
     devices, notes = run_detect(
         AmdManager(), accelkit.FakeHost(root=tmp_path, modules={"amdsmi": smi})
     )

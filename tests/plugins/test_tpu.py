@@ -9,9 +9,10 @@ import accelkit
 import pytest
 from accelkit import FakeHost, InvalidRequest
 from accelkit.diagnostics import collecting
-from accelkit.node._snapshot import load_snapshot
-from accelkit.testing.fakes import tpu as fake
+from accelkit.host import load_snapshot
+from accelkit.registry import contract_errors
 from accelkit_plugins.tpu import CHIP_BOUNDS, HOST_BOUNDS, TpuManager
+from accelkit_plugins.tpu import testing as fake
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -56,9 +57,9 @@ def test_data_sheet() -> None:
         "ACCELKIT_TPU_METADATA",
         "ACCELKIT_TPU_METADATA_URL",
     }
-    assert (MANAGER.framework_device, MANAGER.collective_backend) == ("xla", "xla")
-    assert MANAGER.placement is accelkit.ALIGNED_BLOCKS
-    assert MANAGER.contract_errors() == []
+    assert (MANAGER.frameworks.device, MANAGER.frameworks.collective) == ("xla", "xla")
+    assert MANAGER.scheduling.placement is accelkit.ALIGNED_BLOCKS
+    assert contract_errors(MANAGER) == []
     assert accelkit.get_manager("tpu").name == "tpu"
 
 
@@ -120,7 +121,7 @@ def test_other_quantities_are_refused(quantity: float) -> None:
 
 def test_two_chip_blocks_are_aligned() -> None:
     free = 0b1110  # chip 0 taken: {1, 2} is contiguous but not aligned
-    assert MANAGER.placement.choose(free, 2) == 0b1100
+    assert MANAGER.scheduling.placement.choose(free, 2) == 0b1100
 
 
 # -- detection -------------------------------------------------------------------------------
@@ -184,7 +185,7 @@ def test_a_gpu_node_with_accel_files_and_no_tpu_has_no_tpu_node_resources(tmp_pa
     _foreign_accel(tmp_path, 0x10DE, inside_directory=True)
     node = accelkit.detect_node(FakeHost(root=tmp_path))
     assert "TPU" not in node.resources
-    assert node.devices_of("tpu") == []
+    assert [d for d in node.devices if d.family == "tpu"] == []
 
 
 def test_a_vfio_group_of_a_google_nic_or_another_vendor_is_not_a_tpu(tmp_path: Path) -> None:
@@ -310,6 +311,21 @@ def test_any_accelerator_type_text_is_read_without_raising(text: str) -> None:
     host = FakeHost(env={"TPU_ACCELERATOR_TYPE": text, "TPU_NAME": "s", "TPU_WORKER_ID": "0"})
     resources = MANAGER.additional_resources([accelkit.Device("0")], host)
     assert resources == {} or (resources["s"] == 1.0 and len(resources) == 2)
+
+
+def test_every_generation_detection_names_has_slice_shapes() -> None:
+    from accelkit_plugins.tpu import GENERATIONS, V2_V3_SUBSYSTEMS
+    from accelkit_plugins.tpu.generations import TPU_GENERATIONS
+
+    assert {*GENERATIONS.values(), *V2_V3_SUBSYSTEMS.values()} == set(TPU_GENERATIONS)
+
+
+def test_the_manager_shapes_slices_for_training_plans() -> None:
+    found = MANAGER.slice_shape("TPU-V6E", "4x4")
+    assert (found.chips, found.chips_per_host, found.hosts) == (16, 4, 4)
+    assert found.head_resource == "TPU-v6e-16-head"
+    with pytest.raises(ValueError, match="v6e has no topology '3x3'"):
+        MANAGER.slice_shape("v6e", "3x3")
 
 
 # -- the whole node --------------------------------------------------------------------------

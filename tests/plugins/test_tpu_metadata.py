@@ -15,8 +15,8 @@ from pathlib import Path
 
 import accelkit
 import pytest
-from accelkit.testing.fakes import tpu as fake
 from accelkit_plugins.tpu import metadata
+from accelkit_plugins.tpu import testing as fake
 
 ATTRIBUTES = {"accelerator-type": "v6e-16", "agent-worker-number": "0", "instance-id": "slice-m"}
 

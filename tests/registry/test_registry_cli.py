@@ -46,6 +46,7 @@ def test_json_lists_builtins_then_the_installed_example() -> None:
             "error": None,
             "families": ["acme"],
             "problems": [],
+            "notes": [],
         }
     ], "install it: python3 -m pip install -e examples/accelkit-example"
 

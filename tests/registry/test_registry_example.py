@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from accelkit import FakeHost, InvalidRequest, registry
+from accelkit.registry import contract_errors
 from fake_dists import FakeSite
 
 if sys.version_info >= (3, 10):
@@ -42,7 +43,7 @@ def test_the_example_is_discovered_through_its_entry_point(installed: None) -> N
     assert info.families == ("acme",)
     manager = registry.get_manager("acme")
     assert type(manager).__name__ == "AcmeManager"
-    assert manager.contract_errors() == []
+    assert contract_errors(manager) == []
 
 
 def test_the_example_declares_a_fake_host_builder_for_the_kit(installed: None) -> None:
@@ -84,4 +85,4 @@ def test_the_broken_example_loads_so_the_kit_can_judge_it(
     site.add("accelkit-broken", {"broken": "accelkit_broken"})
     info = next(i for i in registry.plugin_report() if i.name == "broken")
     assert (info.status, info.families) == ("ok", ("broken",))
-    assert registry.get_manager("broken").contract_errors() == []
+    assert contract_errors(registry.get_manager("broken")) == []

@@ -25,6 +25,7 @@ ENGINES = ("distributed", "dask", "ray", "accelkit.exports", "accelkit.integrati
 LIGHT = (
     *("Device", "Host", "LocalHost", "FakeHost", "CommandResult", "ProbeError"),
     *("AccelkitError", "InvalidRequest", "Unsatisfiable", "ConfigurationError", "PluginError"),
+    "UnknownFamily",
     *("AcceleratorManager", "API_VERSION", "ACCELERATOR_TYPE_PREFIX", "Diagnostic", "note"),
     *("Placement", "LOWEST_FREE", "ALIGNED_BLOCKS", "CONTIGUOUS"),
 )

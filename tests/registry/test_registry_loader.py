@@ -491,6 +491,7 @@ def test_plugin_info_is_json_ready_and_frozen(site: FakeSite) -> None:
         "error": None,
         "families": ["nvidia"],
         "problems": [],
+        "notes": [],
     }
     with pytest.raises(AttributeError):
         info.status = "error"  # type: ignore[misc]

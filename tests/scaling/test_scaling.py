@@ -241,6 +241,49 @@ def test_any_topology_text_is_a_slice_or_a_value_error(topology: str) -> None:
     assert found.chips >= 1
 
 
+def test_slices_are_shaped_by_the_tpu_plugin() -> None:
+    from accelkit_plugins.tpu.generations import TpuSlice
+
+    found = tpu_slice("v6e", "4x4")
+    assert isinstance(found, TpuSlice)
+    assert accelkit.get_manager("tpu").slice_shape("v6e", "4x4") == found  # type: ignore[attr-defined]
+
+
+class SlicelessTpuManager(accelkit.AcceleratorManager):
+    """A third-party TPU family that offers no slice shapes."""
+
+    name = "tpu"
+    resource_name = "TPU"
+    visible_devices_env_var = "TPU_VISIBLE_CHIPS"
+    api_version = 2
+
+    def detect(self, host: accelkit.Host) -> list[accelkit.Device]:
+        return []
+
+
+class SlicelessTpuPlugin:
+    @accelkit.hookimpl
+    def accelkit_register_managers(self) -> list[accelkit.AcceleratorManager]:
+        return [SlicelessTpuManager()]
+
+
+def test_a_family_without_slice_shapes_says_so() -> None:
+    plugins = accelkit.Registry([SlicelessTpuPlugin()], autoload=False)
+    message = r"no slice shapes from family 'tpu': its manager has no slice_shape\(\) method"
+    with pytest.raises(ValueError, match=message):
+        tpu_slice("v6e", "4x4", registry=plugins)
+    with pytest.raises(ValueError, match=message):
+        ScalingConfig(4, use_tpu=True, accelerator_type="v6e", topology="4x4", registry=plugins)
+
+
+def test_without_a_tpu_family_no_slice_is_shaped() -> None:
+    nothing = accelkit.Registry([], autoload=False)
+    with pytest.raises(ValueError, match="no TPU slice can be shaped"):
+        tpu_slice("v6e", "4x4", registry=nothing)
+    with pytest.raises(ValueError, match="no loaded family provides TPU"):
+        ScalingConfig(4, use_tpu=True, accelerator_type="v6e", topology="4x4", registry=nothing)
+
+
 # -- framework devices and shared visibility ------------------------------------------------------
 def test_devices_are_renumbered_from_zero() -> None:
     env = {"CUDA_VISIBLE_DEVICES": "4,5", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
@@ -254,7 +297,7 @@ def test_devices_are_renumbered_from_zero() -> None:
 
 
 def h100_node() -> accelkit.Node:
-    from accelkit.node._snapshot import load_snapshot
+    from accelkit.host import load_snapshot
 
     return accelkit.detect_node(load_snapshot(ROOT / "examples" / "nodes" / "nvidia-h100-8gpu"))
 
@@ -293,7 +336,7 @@ def test_co_located_workers_see_each_others_gpus_in_numeric_order() -> None:
 
 
 def test_neuron_cores_stay_exclusive_among_peers() -> None:
-    from accelkit.node._snapshot import load_snapshot
+    from accelkit.host import load_snapshot
 
     node = accelkit.detect_node(load_snapshot(ROOT / "examples" / "nodes" / "neuron-trn1-32xlarge"))
     allocator = accelkit.Allocator(node)
@@ -326,7 +369,8 @@ def test_the_example_places_four_workers_of_two_gpus_each() -> None:
 
 
 class SloppyManager(accelkit.AcceleratorManager):
-    """A third-party family whose quantity rule answers garbage."""
+    """A third-party family written for contract version 1, whose quantity rule in code answers
+    garbage."""
 
     name = "sloppy"
     resource_name = "SLOPPY"
@@ -345,8 +389,15 @@ class SloppyPlugin:
         return [SloppyManager()]
 
 
-def test_a_plugins_broken_quantity_rule_is_a_plugin_error_naming_it() -> None:
+def test_a_version_1_quantity_rule_in_code_is_not_called_plans_follow_the_declarations() -> None:
     plugins = accelkit.Registry([SloppyPlugin()], autoload=False)
-    expected = r"sloppy plugin's validate_quantity\(1.0\) returned 'lots'"
-    with pytest.raises(accelkit.PluginError, match=expected):
-        ScalingConfig(2, accelerator="sloppy", registry=plugins)
+    with pytest.warns(accelkit.PluginWarning, match="validate_quantity override"):
+        plan = ScalingConfig(
+            2, accelerator="sloppy", resources_per_worker={"SLOPPY": 0.5}, registry=plugins
+        )
+    assert plan.per_worker_resources == {"CPU": 1.0, "SLOPPY": 0.5}
+    [info] = plugins.report()
+    assert (
+        "validate_quantity override -> fractional and scheduling.allowed_quantities"
+        in (info.notes[0])
+    )

@@ -197,7 +197,7 @@ class MluPlugin:
 def test_memory_hints_only_for_families_whose_frameworks_read_them(family: str) -> None:
     plugins = registry.Registry([*builtin_modules(), MluPlugin()], autoload=False)
     manager = plugins.get_manager(family)
-    assert not manager.framework_memory_hints
+    assert not manager.frameworks.memory_hints
     group = [Device("0", 0, family=family, resource_name=manager.resource_name)]
     shared = Allocator(make_node(group), registry=plugins).acquire({manager.resource_name: 0.5})
     assert shared is not None
@@ -209,7 +209,7 @@ def test_memory_hints_only_for_families_whose_frameworks_read_them(family: str) 
 
 def test_memory_hints_follow_the_hinted_family_in_a_mixed_grant() -> None:
     assert (
-        get_manager("nvidia").framework_memory_hints and get_manager("amd").framework_memory_hints
+        get_manager("nvidia").frameworks.memory_hints and get_manager("amd").frameworks.memory_hints
     )
     mixed = grant_of({"GPU": 0.5, "NPU": 0.25}, devices("nvidia", 1), devices("ascend", 1))
     assert mixed.env(NO_ENV)["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.5"  # not Ascend's 0.25
@@ -332,7 +332,7 @@ def test_from_dict_rejects_what_is_not_a_grant(data: dict[str, object]) -> None:
 def tpu_grant_env(tmp_path: object, chips: int, ask: int, **env: str) -> dict[str, Optional[str]]:
     """Detect a fake TPU host of ``chips`` chips under ``env``; the env of a grant of ``ask``."""
     from accelkit import FakeHost, Node, detect_node
-    from accelkit.testing.fakes.tpu import make_host
+    from accelkit_plugins.tpu.testing import make_host
 
     host = make_host(chips, tmp_path)
     node = detect_node(FakeHost(root=host.root, env=env))
@@ -377,7 +377,7 @@ def test_an_untouched_family_without_its_plugin_here_does_not_stop_the_grant() -
 
 
 def test_a_grants_env_applies_to_a_process_environment_setting_and_unsetting() -> None:
-    from accelkit.schedule._grant import apply_env, worker_environ
+    from accelkit.schedule import apply_env, worker_environ
 
     changes = {"ROCR_VISIBLE_DEVICES": "1", "CUDA_VISIBLE_DEVICES": None, "UNSET_ALREADY": None}
     inherited = {"CUDA_VISIBLE_DEVICES": "0,1", "HOME": "/home/x"}

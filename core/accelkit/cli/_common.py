@@ -11,7 +11,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from accelkit.cli import printable
-from accelkit.host._host import Host, LocalHost
+from accelkit.host import Host, LocalHost
 
 if TYPE_CHECKING:
     from accelkit.ledger._holder import Holder
@@ -31,10 +31,11 @@ def host_from_args(args: argparse.Namespace) -> Host:
     if not getattr(args, "host", None):
         return LocalHost()
     from accelkit import registry
-    from accelkit.node._detect import CONFIG_ENV_VARS
-    from accelkit.node._snapshot import load_snapshot
+    from accelkit.host import load_snapshot
+    from accelkit.node._operator import CONFIG_ENV_VARS
 
-    names = {*CONFIG_ENV_VARS, *(n for m in registry.managers() for n in m.all_env_vars_read())}
+    variables = (n for m in registry.managers() for n in registry.variables_read(m))
+    names = {*CONFIG_ENV_VARS, *variables}
     shell = {name: os.environ[name] for name in sorted(names) if name in os.environ}
     if shell:
         shown = ", ".join(f"{name}={value!r}" for name, value in shell.items())

@@ -18,7 +18,7 @@ from typing import Any, Optional
 from accelkit import registry
 from accelkit.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from accelkit.cli._common import host_from_args, print_json
-from accelkit.host._host import Host
+from accelkit.host import Host
 from accelkit.manager import AcceleratorManager
 from accelkit.testing.catalog import TOPICS
 from accelkit.testing.fakes import BrokenHostBuilder, host_builder
@@ -61,7 +61,7 @@ class Target:
 def run(args: argparse.Namespace) -> int:
     """Check every target, print the report, and exit 1 if any check failed."""
     try:
-        targets = resolve(args.names)
+        targets = targets_named(args.names)
     except KeyError as exc:
         print(f"accelkit check: error: {exc.args[0]}", file=sys.stderr)
         return EXIT_USAGE
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK if all(t.ok for t in targets) else EXIT_FAILED
 
 
-def resolve(names: Sequence[str]) -> list[Target]:
+def targets_named(names: Sequence[str]) -> list[Target]:
     """The targets ``names`` stand for; ``KeyError`` names what exists when one is unknown."""
     with warnings.catch_warnings():  # the report itself says which plugins failed, and why
         warnings.simplefilter("ignore", registry.PluginWarning)

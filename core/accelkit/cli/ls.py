@@ -48,7 +48,8 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from accelkit import registry
-    from accelkit.node._detect import DEFAULT_LABEL_PREFIX, detect_node
+    from accelkit.node._detect import detect_node
+    from accelkit.node._resources import DEFAULT_LABEL_PREFIX
 
     prefix = DEFAULT_LABEL_PREFIX if args.label_prefix is None else args.label_prefix
     with warnings.catch_warnings():  # the listing says it once, in a sentence

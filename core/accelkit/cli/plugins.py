@@ -74,13 +74,14 @@ def _device_counts(args: argparse.Namespace) -> dict[str, Optional[int]]:
     """Devices per family in the ``--host`` snapshot (None where detection raised)."""
     from accelkit import registry
     from accelkit.diagnostics import collecting
+    from accelkit.registry import variables_read
 
     host = host_from_args(args)
     counts: dict[str, Optional[int]] = {}
     for manager in registry.managers():
         with collecting(manager.name):
             try:  # the manager sees its declared variables only, as in node detection
-                view = host.view(manager.all_env_vars_read())
+                view = host.view(variables_read(manager))
                 counts[manager.name] = len(manager.detect(view))
             except PLUGIN_FAULTS:
                 counts[manager.name] = None
@@ -98,6 +99,6 @@ def _print_table(records: Sequence[dict[str, Any]], with_devices: bool) -> None:
         if with_devices:
             devices = r.get("devices", {})
             row.append(",".join(f"{f}:{'?' if n is None else n}" for f, n in devices.items()))
-        rows.append([*row, r["error"] or "; ".join(r["problems"])])
+        rows.append([*row, r["error"] or "; ".join([*r["problems"], *r["notes"]])])
     for line in table(rows, header):
         print(line)

@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _exec(command: list[str], grant: Grant, ledger: Ledger, hide_others: bool) -> int:
     """Become ``command`` with the grant's environment; give the grant back if that fails."""
-    from accelkit.schedule._grant import worker_environ
+    from accelkit.schedule._worker_env import worker_environ
 
     environ = worker_environ(grant.env(hide_others=hide_others))
     _say(f"took {grant_text(grant)}")

@@ -46,8 +46,10 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from accelkit import registry
+    from accelkit.host import load_snapshot
+    from accelkit.host._replay import MANIFEST, ROOT
     from accelkit.node._detect import detect_node
-    from accelkit.node._snapshot import MANIFEST, ROOT, load_snapshot, record_snapshot
+    from accelkit.node._snapshot import record_snapshot
 
     target = Path(args.directory)
     if target.exists() and not target.is_dir():

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from accelkit._visibility import is_index
 from accelkit.detect._layers import PciDevice, pci_device_at
-from accelkit.host._host import Host
+from accelkit.host import Host
 
 __all__ = ["DeviceFile", "accel_files", "device_files", "vfio_files"]
 

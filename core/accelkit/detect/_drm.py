@@ -12,7 +12,7 @@ import re
 from typing import Optional
 
 from accelkit.detect._layers import PciDevice, pci_device_at
-from accelkit.host._host import Host
+from accelkit.host import Host
 
 __all__ = ["drm_devices"]
 

@@ -19,8 +19,8 @@ from accelkit._shown import shown
 from accelkit.detect._layers import import_library, normalise_bus_id
 from accelkit.device import MAX_DEVICES
 from accelkit.diagnostics import note
+from accelkit.host import Host
 from accelkit.host import _deadlines as deadlines
-from accelkit.host._host import Host
 
 __all__ = [
     "decode",

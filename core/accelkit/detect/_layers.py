@@ -25,7 +25,9 @@ from typing import Any, Callable, Optional
 from accelkit._stdout import stdout_captured
 from accelkit.device import Device
 from accelkit.diagnostics import Level, note
-from accelkit.host._host import Host, ProbeEnv, ProbeError, ProbeFunction
+from accelkit.errors import ProbeError
+from accelkit.host import Host, ProbeEnv
+from accelkit.host._base import ProbeFunction
 
 __all__ = [
     "Layer",

@@ -15,7 +15,7 @@ from typing import Any, Optional
 from accelkit.detect._facts import json_records
 from accelkit.detect._layers import parse_json, run_command
 from accelkit.diagnostics import Level, note
-from accelkit.host._host import Host
+from accelkit.host import Host
 
 __all__ = ["first_json", "first_records"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from accelkit.exports.numbers import number
+from accelkit.exports.ray_args import number
 
 if TYPE_CHECKING:
     from accelkit.node._record import Node

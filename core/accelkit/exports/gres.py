@@ -2,10 +2,10 @@
 
 One line per family and device type: ``Name`` is the resource in lowercase (``gpu``, ``npu``,
 ``neuron_cores``), ``Type`` the type label in lowercase. Where the family declares its devices'
-files (``device_file``) and every id names one, the line binds them (``File=/dev/nvidia[0-7]``)
-and SLURM can tell jobs which devices they got; otherwise it gives a ``Count``. SLURM sets a
-visibility variable only for the GPU vendors its ``Flags`` name; the other families need a
-TaskProlog (see docs/running-at-scale.md).
+files (``Scheduling.device_file``) and every id names one, the line binds them
+(``File=/dev/nvidia[0-7]``) and SLURM can tell jobs which devices they got; otherwise it gives a
+``Count``. SLURM sets a visibility variable only for the GPU vendors its ``Flags`` name; the other
+families need a TaskProlog (see docs/running-at-scale.md).
 """
 
 from __future__ import annotations

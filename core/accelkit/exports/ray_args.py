@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Union
 
 from accelkit.exports._labels import relabel
-from accelkit.exports.numbers import number
 
 if TYPE_CHECKING:
     from accelkit.node._record import Node
@@ -48,3 +47,9 @@ def to_ray(node: Node) -> list[str]:
     if labels:
         args.append("--labels=" + ",".join(f"{key}={value}" for key, value in labels.items()))
     return args
+
+
+def number(value: float) -> Union[int, float]:
+    """8.0 -> 8, 0.5 stays: whole amounts as integers, as every engine's examples write them
+    (``to_dask`` writes its pairs with it too)."""
+    return int(value) if float(value).is_integer() else float(value)

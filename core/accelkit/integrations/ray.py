@@ -25,7 +25,7 @@ from ray._private.accelerators import get_all_accelerator_resource_names
 
 from accelkit.ledger._ledger import Ledger
 from accelkit.manager import ACCELERATOR_TYPE_PREFIX
-from accelkit.schedule._grant import apply_env
+from accelkit.schedule._worker_env import apply_env
 
 __all__ = ["remote", "split_request"]
 

@@ -2,10 +2,10 @@
 
 The ledger file (:mod:`accelkit.ledger._file`) is the only state. Each decision, under the file's
 lock: drop the grants and waiting tickets of holders that died (a holder is a pid with its start
-time, :mod:`~accelkit.ledger._holder`), bring this process's :class:`~accelkit.Allocator` in
-step with the recorded grants, and let it decide exactly as it decides in one process (placement rules, best
-fit for fractions, all or nothing). A holder killed at any moment therefore leaves no lost grant
-(it is reclaimed at the next decision) and no phantom one (a grant is recorded in the same
+time, :mod:`~accelkit.ledger._holder`), bring this process's :class:`~accelkit.Allocator` in step
+with the recorded grants, and let it decide exactly as it decides in one process (placement rules,
+best fit for fractions, all or nothing). A holder killed at any moment therefore leaves no lost
+grant (it is reclaimed at the next decision) and no phantom one (a grant is recorded in the same
 atomic replace that hands it out).
 
 Waiting requests queue in arrival order: each takes a numbered ticket in the file, and a request

@@ -53,14 +53,6 @@ class Node:
     """Each family's declared scheduling policy, by family (the JSON key ``families``): what an
     ``Allocator`` needs to validate and place without the family's plugin."""
 
-    def devices_of(self, family: str) -> list[Device]:
-        """The devices of one family, in index order."""
-        return [d for d in self.devices if d.family == family]
-
-    def families(self) -> list[str]:
-        """The families that have devices, in the order their devices appear."""
-        return list(dict.fromkeys(d.family for d in self.devices))
-
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready and lossless: :meth:`from_dict` gives an equal node."""
         return {

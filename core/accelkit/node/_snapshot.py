@@ -1,26 +1,6 @@
-"""Node snapshots: a directory that replays a machine's accelerator view without the machine.
-
-Format (version 1)::
-
-    DIR/snapshot.json   {"format": "accelkit-snapshot", "version": 1,
-                         "env": {NAME: VALUE, ...},
-                         "commands": [{"argv": [...], "returncode": 0, "stdout": "...",
-                                       "stderr": ""},
-                                      {"argv": [...], "error": "timeout"}, ...],
-                         "recorded_by": "accelkit 0.1.0", "redacted": false}
-    DIR/root/...        every file (and symlink) read, at its machine path: root/sys/...
-
-``env`` holds only the variables the managers declare (``env_vars_read``) and the operator's
-``ACCELKIT_OVERRIDE_RESOURCES`` / ``ACCELKIT_EXCLUDE_DEVICES``. A command's ``error`` is
-``"timeout"`` (replayed as ``TimeoutError``), ``"missing"`` (``FileNotFoundError``: not installed)
-or ``"failed"`` (another ``OSError``); an optional ``"message"`` is the exception's text.
-``recorded_by`` and ``redacted`` are informational and optional. Under ``root/``, a file that was
-only looked at (listed, globbed, tested for existence) is an empty placeholder, and a file that
-existed but could not be read as text holds a single NUL byte, so it replays as unreadable too.
-
-Replaying gives a :class:`FakeHost`: files from ``root/``, the recorded variables, and each
-recorded command answered for its exact argv. A command that was not recorded is "not
-installed", and no vendor library is importable, so replay exercises the command and file layers.
+"""Node snapshots recorded: what node detection reads on a machine, written as a directory that
+:func:`~accelkit.host.load_snapshot` replays without the machine (the format is described in
+:mod:`accelkit.host._replay`, which reads it).
 
 Recording (:func:`record_snapshot`) runs node detection on a :class:`RecordingHost`, which answers
 exactly as the real host does while copying every answer into the tree, and which makes vendor
@@ -33,8 +13,7 @@ are: they hold bus ids, not serials. A family that finds its devices only throug
 on it tells why.
 
 Layering: recording runs node detection, so this module sits beside :mod:`accelkit.node._record` (it
-imports the registry and the node, and nothing below imports it); replay itself needs only
-:class:`FakeHost`.
+imports the registry and the node, and nothing below imports it); replay belongs to the host stage.
 """
 
 from __future__ import annotations
@@ -49,112 +28,18 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Optional, Union
 
-from accelkit._json import check_keys
-from accelkit._shown import shown
 from accelkit._version import VERSION as ACCELKIT_VERSION
-from accelkit.errors import InvalidData
-from accelkit.host._host import (
-    MAX_READ_BYTES,
-    CommandResult,
-    CommandSpec,
-    FakeHost,
-    Host,
-    HostView,
-    LocalHost,
-    ProbeEnv,
-    ProbeFunction,
-    resolve_under,
-)
-from accelkit.node._detect import CONFIG_ENV_VARS, detect_node
-from accelkit.registry import Registry, resolve
+from accelkit.host import CommandResult, FakeHost, Host, HostView, LocalHost, ProbeEnv
+from accelkit.host._base import MAX_READ_BYTES, ProbeFunction, resolve_under
+from accelkit.host._replay import FORMAT, MANIFEST, ROOT, VERSION
+from accelkit.node._detect import detect_node
+from accelkit.node._operator import CONFIG_ENV_VARS
+from accelkit.registry import Registry, resolve, variables_read
 
-__all__ = ["FORMAT", "VERSION", "RecordingHost", "load_snapshot", "record_snapshot"]
+__all__ = ["RecordingHost", "record_snapshot"]
 
-FORMAT = "accelkit-snapshot"
-VERSION = 1
-MANIFEST = "snapshot.json"
-ROOT = "root"
-_ERRORS: dict[str, type[BaseException]] = {
-    "timeout": TimeoutError,
-    "missing": FileNotFoundError,
-    "failed": OSError,
-}
 _UNREADABLE = b"\0"
 """Content of a recorded file that existed but was not text: it replays as unreadable."""
-
-
-def load_snapshot(
-    directory: Union[str, os.PathLike[str]], *, env: Optional[Mapping[str, str]] = None
-) -> FakeHost:
-    """A host that replays the snapshot in ``directory``; :class:`~accelkit.InvalidData` (a
-    ``ValueError``) says what is wrong with anything else, whatever the manifest holds.
-
-    ``env`` holds variables that replace the recorded ones (``accelkit --host`` passes the
-    shell's operator and visibility variables)."""
-    base = Path(directory)
-    manifest = base / MANIFEST
-    try:
-        data: Any = json.loads(manifest.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InvalidData(f"{base} is not a snapshot: {manifest} is missing") from None
-    except OSError as exc:
-        raise InvalidData(f"{manifest} cannot be read: {exc.strerror or exc}") from None
-    except (ValueError, RecursionError) as exc:  # RecursionError: nested beyond any use
-        raise InvalidData(f"{manifest} is not valid JSON: {shown(str(exc), 200)}") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise InvalidData(f"{manifest} is not an accelkit snapshot (no format {FORMAT!r})")
-    if data.get("version") != VERSION:
-        raise InvalidData(
-            f"{manifest} has version {shown(data.get('version'))}; this accelkit reads {VERSION}"
-        )
-    check_keys(data, _MANIFEST_KEYS, f"{manifest}", required=("format", "version"))
-    recorded = data.get("env", {})
-    if not isinstance(recorded, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in recorded.items()
-    ):
-        raise InvalidData(f"{manifest}: env must be an object of variable names to strings")
-    entries = data.get("commands", [])
-    if not isinstance(entries, list):
-        raise InvalidData(f"{manifest}: commands must be a list")
-    commands: dict[Union[str, tuple[str, ...]], CommandSpec] = {}
-    for entry in entries:
-        commands.update(_command(manifest, entry))
-    root = base / ROOT
-    return FakeHost(
-        root=root if root.is_dir() else None,
-        env={**recorded, **(env or {})},
-        commands=commands,
-    )
-
-
-_MANIFEST_KEYS = ("format", "version", "env", "commands", "recorded_by", "redacted")
-_COMMAND_KEYS = ("argv", "returncode", "stdout", "stderr", "error", "message")
-
-
-def _command(manifest: Path, entry: object) -> dict[Union[str, tuple[str, ...]], CommandSpec]:
-    """One recorded command: its argv and what replaying it gives; ``InvalidData`` if malformed."""
-    checked = check_keys(entry, _COMMAND_KEYS, f"{manifest}: a command", required=("argv",))
-    argv = checked["argv"]
-    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
-        raise InvalidData(
-            f"{manifest}: a command's argv must be a list of strings, got {shown(argv)}"
-        )
-    key = tuple(argv)
-    if "error" in checked:
-        error = checked["error"]
-        if not isinstance(error, str) or error not in _ERRORS:
-            raise InvalidData(
-                f"{manifest}: unknown command error {shown(error)} for {shown(key)}; known: "
-                f"{sorted(_ERRORS)}"
-            )
-        message = checked.get("message") or f"{argv[0]}: recorded {error}"
-        return {key: _ERRORS[error](str(message))}
-    code, out, err = checked.get("returncode"), checked.get("stdout", ""), checked.get("stderr", "")
-    if isinstance(code, bool) or not isinstance(code, int):
-        raise InvalidData(f"{manifest}: {key} needs a whole-number returncode, got {shown(code)}")
-    if not isinstance(out, str) or not isinstance(err, str):
-        raise InvalidData(f"{manifest}: {key}'s stdout and stderr must be strings")
-    return {key: (code, out, err)}
 
 
 def record_snapshot(
@@ -176,7 +61,7 @@ def record_snapshot(
     _prepare(base, overwrite)
     source = host if host is not None else LocalHost()
     plugins = resolve(registry)
-    declared = sorted({name for m in plugins.managers() for name in m.all_env_vars_read()})
+    declared = sorted({name for m in plugins.managers() for name in variables_read(m)})
     recorder = RecordingHost(source, base / ROOT, declared)
     detect_node(recorder, registry=plugins)
     source_env = source.env

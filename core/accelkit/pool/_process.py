@@ -19,7 +19,8 @@ from multiprocessing.connection import Connection
 from typing import Any, Optional
 
 from accelkit.errors import WorkerCrashed
-from accelkit.schedule._grant import Grant, worker_environ
+from accelkit.schedule._grant import Grant
+from accelkit.schedule._worker_env import worker_environ
 
 __all__ = ["RemoteTraceback", "WorkerProcess", "main_path"]
 

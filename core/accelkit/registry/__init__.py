@@ -43,9 +43,15 @@ from typing import TYPE_CHECKING, Any, Optional
 import pluggy
 
 from accelkit import hookspecs
-from accelkit.errors import PluginError
+from accelkit.errors import PluginError, UnknownFamily
 from accelkit.hookspecs import ENTRY_POINT_GROUP
 from accelkit.manager import AcceleratorManager
+from accelkit.registry._contract import (
+    contract_errors,
+    family_policy,
+    variables_read,
+    version_1_note,
+)
 from accelkit.registry.calls import call_each, trace_to_stderr
 from accelkit.registry.claims import (
     Owners,
@@ -67,14 +73,12 @@ from accelkit.registry.records import (
     AUTOLOAD_OFF_VAR,
     DISABLE_VAR,
     REQUIRE_VAR,
-    STATUSES,
     TRACE_VAR,
     LoadedPlugin,
     PluginInfo,
     PluginWarning,
     Settings,
     Status,
-    UnknownFamily,
     autoload_enabled,
     warn,
 )
@@ -89,7 +93,6 @@ __all__ = [
     "DISABLE_VAR",
     "ENTRY_POINT_GROUP",
     "REQUIRE_VAR",
-    "STATUSES",
     "TRACE_VAR",
     "PluginInfo",
     "PluginWarning",
@@ -97,13 +100,17 @@ __all__ = [
     "Status",
     "UnknownFamily",
     "autoload_enabled",
+    "contract_errors",
     "default_registry",
+    "family_policy",
     "get_manager",
     "managers",
     "plugin_report",
     "reset",
     "resolve",
     "set_default",
+    "variables_read",
+    "version_1_note",
 ]
 
 

@@ -24,6 +24,7 @@ from accelkit import hookspecs
 from accelkit._faults import PLUGIN_FAULTS
 from accelkit._version import VERSION
 from accelkit.manager import AcceleratorManager
+from accelkit.registry._contract import adopt_version_1, contract_errors
 from accelkit.registry.calls import call_one
 from accelkit.registry.records import LoadedPlugin, PluginInfo, Settings, warn
 from accelkit.registry.sites import only_builtin_entry_points
@@ -213,6 +214,7 @@ def _validated_managers(plugin: LoadedPlugin, result: object) -> list[Accelerato
         raise Invalid(f"accelkit_register_managers returned {reprlib.repr(result)}; {hint}")
     found = list(result)
     problems: list[str] = []
+    notes: list[str] = []
     for item in found:
         if isinstance(item, type) and issubclass(item, AcceleratorManager):
             problems.append(
@@ -221,7 +223,10 @@ def _validated_managers(plugin: LoadedPlugin, result: object) -> list[Accelerato
         elif not isinstance(item, AcceleratorManager):
             problems.append(f"returned {reprlib.repr(item)}, which is not an AcceleratorManager")
         else:
-            problems.extend(item.contract_errors())
+            deprecated = adopt_version_1(item)
+            if deprecated is not None:
+                notes.append(deprecated)
+            problems.extend(contract_errors(item))
             replaces = item.replaces
             if replaces is not None and replaces != item.name:
                 problems.append(
@@ -234,7 +239,11 @@ def _validated_managers(plugin: LoadedPlugin, result: object) -> list[Accelerato
         f"returns two managers for family {n!r}"
         for n in sorted({n for n in names if names.count(n) > 1})
     )
-    plugin.info = dataclasses.replace(plugin.info, families=tuple(dict.fromkeys(names)))
+    plugin.info = dataclasses.replace(
+        plugin.info, families=tuple(dict.fromkeys(names)), notes=tuple(notes)
+    )
+    for note in notes:
+        warn(f"{plugin.info.describe()}: {note}")
     if problems:
         raise Invalid("; ".join(problems))
     return found

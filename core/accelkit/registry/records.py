@@ -21,13 +21,11 @@ __all__ = [
     "AUTOLOAD_OFF_VAR",
     "DISABLE_VAR",
     "REQUIRE_VAR",
-    "STATUSES",
     "TRACE_VAR",
     "PluginInfo",
     "PluginWarning",
     "Settings",
     "Status",
-    "UnknownFamily",
     "autoload_enabled",
 ]
 
@@ -37,16 +35,8 @@ REQUIRE_VAR = "ACCELKIT_REQUIRE_PLUGINS"
 TRACE_VAR = "ACCELKIT_TRACE_PLUGINS"
 
 Status = Literal["ok", "error", "disabled", "replaced"]
-STATUSES: tuple[Status, ...] = ("ok", "error", "disabled", "replaced")
 """``ok``: in use. ``error``: failed and skipped (see ``error``). ``disabled``: blocked by
 ``ACCELKIT_DISABLE_PLUGINS``. ``replaced``: a built-in whose family a vendor plugin took over."""
-
-
-class UnknownFamily(KeyError):
-    """``get_manager`` has no manager for the family; the message says which exist and why not."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 @dataclass(frozen=True)
@@ -59,6 +49,8 @@ class PluginInfo:
     saying). ``error`` explains any status but ``"ok"``. ``problems`` are the errors of its
     families' latest detection with this registry: a command, probe or library call cut at its
     budget, a probe process that died, a ``detect()`` that raised or did not finish in time.
+    ``notes`` are what a plugin in use should change (a contract version 1 plugin: where each of
+    its old attributes moved).
     """
 
     name: str
@@ -70,6 +62,7 @@ class PluginInfo:
     error: Optional[str] = None
     families: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     def describe(self) -> str:
         """``plugin 'acme' (accelkit-example 0.1.0)``: how messages name a plugin."""
@@ -85,6 +78,7 @@ class PluginInfo:
         data = asdict(self)
         data["families"] = list(self.families)
         data["problems"] = list(self.problems)
+        data["notes"] = list(self.notes)
         return data
 
 

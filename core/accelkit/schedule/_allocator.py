@@ -29,7 +29,7 @@ from accelkit.device import Device
 from accelkit.errors import InvalidRequest
 from accelkit.quantities import UNIT, from_units, to_units
 from accelkit.schedule._grant import Grant
-from accelkit.schedule._request import FamilyDevices, Inventory, resolve
+from accelkit.schedule._request import FamilyDevices, Inventory, request_units
 
 if TYPE_CHECKING:
     from accelkit.node._record import Node
@@ -194,7 +194,7 @@ class _WholeStep(_Step):
 
     def find(self) -> Any:
         for pool, allowed in self.candidates:
-            chosen = pool.family.manager.placement.choose(pool.full & allowed, self.count)
+            chosen = pool.family.policy.placement.choose(pool.full & allowed, self.count)
             if chosen is not None:
                 return pool, chosen
         return None
@@ -265,7 +265,7 @@ class Allocator:
         offered: dict[str, int] = {}
         for families in self._inventory.families.values():
             for family in families:
-                name = family.manager.name
+                name = family.policy.name
                 offered[name] = offered.get(name, 0) + len(family.devices)
         # What a grant of every offered device covers: the whole host only when the host has
         # no more (exclusions, a visibility variable or an override may have taken some away).
@@ -321,7 +321,7 @@ class Allocator:
         self, request: Mapping[str, object], accelerator_type: Optional[str], key: Any
     ) -> _Plan:
         """Validate a request shape against the node and turn it into steps (cached by shape)."""
-        units, label = resolve(request, accelerator_type, self._inventory)
+        units, label = request_units(request, accelerator_type, self._inventory)
         steps: list[_Step] = []
         for name, amount in units.items():
             capacity = self._capacities.get(name)

@@ -14,48 +14,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Optional, Protocol
+from typing import TYPE_CHECKING, Optional
 
-from accelkit._faults import PLUGIN_FAULTS
-from accelkit._shown import shown
 from accelkit.device import Device
-from accelkit.errors import ConfigurationError, InvalidRequest, PluginError, Unsatisfiable
+from accelkit.errors import ConfigurationError, InvalidRequest, Unsatisfiable
 from accelkit.manager import ACCELERATOR_TYPE_PREFIX
-from accelkit.policy import Placement
-from accelkit.quantities import MAX_QUANTITY, UNIT, from_units, to_units
+from accelkit.quantities import UNIT, from_units, to_units
 
 if TYPE_CHECKING:
-    from accelkit.manager import AcceleratorManager
     from accelkit.node._record import Node
+    from accelkit.policy import FamilyPolicy
     from accelkit.registry import Registry
 
 __all__ = [
     "TYPE_KEY",
     "TYPE_REQUEST_UNITS",
     "FamilyDevices",
-    "FamilyRule",
     "Inventory",
     "validate_request",
 ]
 
 TYPE_REQUEST_UNITS = 10
 """What a type request takes of ``accelerator_type:<label>``: 0.001, as Ray asks."""
-
-
-class FamilyRule(Protocol):
-    """What allocation needs of a family: a :class:`~accelkit.policy.FamilyPolicy` (from a
-    node's JSON, no plugin loaded) or the family's :class:`~accelkit.AcceleratorManager`."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def placement(self) -> Placement: ...
-
-    @property
-    def partitions_per_grant(self) -> Optional[int]: ...
-
-    def validate_quantity(self, quantity: object) -> int: ...
 
 
 TYPE_KEY = "accelerator_type"
@@ -81,10 +61,10 @@ def validate_request(
     supplies the families' rules (None: the default one), where the node does not carry them.
     """
     inventory = None if node is None else Inventory(node, registry=registry)
-    return resolve(request, accelerator_type, inventory, registry)[0]
+    return request_units(request, accelerator_type, inventory, registry)[0]
 
 
-def resolve(
+def request_units(
     request: Mapping[str, object],
     accelerator_type: Optional[str],
     inventory: Optional[Inventory],
@@ -173,44 +153,22 @@ def _quantity(
                     f"this node has no resource {name!r}; it has {sorted(inventory.resources)}"
                 )
             return units
-        owners: Sequence[FamilyRule] = [f.manager for f in families]
+        owners: Sequence[FamilyPolicy] = [f.policy for f in families]
     else:
+        from accelkit.registry import family_policy
         from accelkit.registry import resolve as resolve_registry
 
-        owners = [m for m in resolve_registry(registry).managers() if m.resource_name == name]
+        managers = resolve_registry(registry).managers()
+        owners = [family_policy(m) for m in managers if m.resource_name == name]
     first_error: Optional[InvalidRequest] = None
-    for manager in owners:
+    for policy in owners:
         try:
-            return family_units(manager, value)
+            return policy.validate_quantity(value)
         except InvalidRequest as error:
             first_error = first_error or error
     if first_error is not None:
         raise first_error
     return units
-
-
-def family_units(rule: FamilyRule, quantity: object) -> int:
-    """``rule.validate_quantity(quantity)``, checked: a plugin's rule that raises anything but
-    :class:`InvalidRequest`, or answers anything but whole units from 0 to the largest
-    quantity, is a :class:`~accelkit.PluginError` naming the family (never a crash later on)."""
-    try:
-        units = rule.validate_quantity(quantity)
-    except InvalidRequest:
-        raise
-    except PLUGIN_FAULTS as exc:
-        raise PluginError(
-            f"the {rule.name} plugin's validate_quantity({shown(quantity)}) failed: "
-            f"{type(exc).__name__}: {exc}"
-        ) from None
-    if isinstance(units, bool) or not isinstance(units, int) or not 0 <= units <= _MAX_UNITS:
-        raise PluginError(
-            f"the {rule.name} plugin's validate_quantity({shown(quantity)}) returned "
-            f"{shown(units)}, not whole units of 1e-4"
-        )
-    return units
-
-
-_MAX_UNITS = MAX_QUANTITY * UNIT
 
 
 class FamilyDevices:
@@ -220,15 +178,15 @@ class FamilyDevices:
     which devices may serve a request: all, one type label's, or those a partition rule allows.
     """
 
-    __slots__ = ("all_keys", "devices", "keys", "label_keys", "manager", "whole_keys")
+    __slots__ = ("all_keys", "devices", "keys", "label_keys", "policy", "whole_keys")
 
-    def __init__(self, manager: FamilyRule, devices: Sequence[Device]) -> None:
-        self.manager = manager
+    def __init__(self, policy: FamilyPolicy, devices: Sequence[Device]) -> None:
+        self.policy = policy
         self.devices = tuple(devices)
-        self.keys = tuple(manager.placement.keys(self.devices))
+        self.keys = tuple(policy.placement.keys(self.devices))
         if len(set(self.keys)) != len(self.keys):
             raise ConfigurationError(
-                f"{manager.name} device ids {[d.id for d in self.devices]} give duplicate "
+                f"{policy.name} device ids {[d.id for d in self.devices]} give duplicate "
                 f"placement keys {list(self.keys)}"
             )
         self.all_keys = 0
@@ -239,7 +197,7 @@ class FamilyDevices:
         for device, key in zip(self.devices, self.keys):
             bit = 1 << key
             self.all_keys |= bit
-            if device.parent is None or manager.partitions_per_grant is None:
+            if device.parent is None or policy.partitions_per_grant is None:
                 self.whole_keys |= bit
             if device.type_label:
                 self.label_keys[device.type_label] = self.label_keys.get(device.type_label, 0) | bit
@@ -247,7 +205,7 @@ class FamilyDevices:
     def allowed(self, units: int, label: Optional[str]) -> int:
         """The keys that may serve ``units`` of this resource with type ``label``."""
         keys = self.all_keys if label is None else self.label_keys.get(label, 0)
-        limit = self.manager.partitions_per_grant
+        limit = self.policy.partitions_per_grant
         if units % UNIT or (limit is not None and units // UNIT > limit):
             keys &= self.whole_keys
         return keys
@@ -255,18 +213,18 @@ class FamilyDevices:
     def serves(self, units: int, label: Optional[str]) -> bool:
         """Whether an idle node could serve ``units`` here: the family's rule and placement."""
         try:
-            family_units(self.manager, from_units(units))
+            self.policy.validate_quantity(from_units(units))
         except InvalidRequest:
             return False
         keys = self.allowed(units, label)
         if units % UNIT:
             return keys != 0
-        return self.manager.placement.choose(keys, units // UNIT) is not None
+        return self.policy.placement.choose(keys, units // UNIT) is not None
 
     def describe(self) -> str:
         """``"2 nvidia devices (0, 1)"`` for error messages."""
         ids = ", ".join(d.id for d in self.devices)
-        return f"{len(self.devices)} {self.manager.name} device(s) ({ids})"
+        return f"{len(self.devices)} {self.policy.name} device(s) ({ids})"
 
 
 class Inventory:
@@ -275,8 +233,7 @@ class Inventory:
     Built once per node by the allocator (and per call by :func:`validate_request`). A device
     that is another device's ``parent`` is not allocatable: its partitions are. Each family's
     rules come from the node's declared policies, so a node rebuilt from JSON needs no plugin;
-    only a family without a policy there, or with rules in plugin code (``plugin_rules``), is
-    looked up in ``registry`` (None: the default one).
+    only a family without a policy there is looked up in ``registry`` (None: the default one).
     """
 
     __slots__ = ("capacity", "families", "labels", "resources")
@@ -361,21 +318,21 @@ class Inventory:
         for family in families:
             allowed = family.allowed(units, label)
             usable = [d.id for d, k in zip(family.devices, family.keys) if allowed >> k & 1]
-            limit = family.manager.partitions_per_grant
+            limit = family.policy.partitions_per_grant
             partitions = any(d.parent is not None for d in family.devices) and limit is not None
             rule = (
                 f" (partitions are granted whole, at most {limit} per grant)" if partitions else ""
             )
             if units % UNIT:
-                reasons.append(f"no {family.manager.name} device may be shared{rule}")
+                reasons.append(f"no {family.policy.name} device may be shared{rule}")
             elif len(usable) < units // UNIT:
                 reasons.append(
-                    f"it needs {units // UNIT} devices and {family.manager.name} has "
+                    f"it needs {units // UNIT} devices and {family.policy.name} has "
                     f"{len(usable)} that may serve it ({', '.join(usable) or 'none'}){rule}"
                 )
             else:
                 reasons.append(
-                    f"{family.manager.name} grants {family.manager.placement.describe()}, which "
+                    f"{family.policy.name} grants {family.policy.placement.describe()}, which "
                     f"its devices {', '.join(usable)} never form"
                 )
         return f"{asked} can never fit on this node: " + "; ".join(reasons)
@@ -409,39 +366,33 @@ def _in_index_order(devices: list[Device]) -> list[Device]:
 
 
 class _Rules:
-    """Each family's rule for one node: its declared policy, else its plugin's manager."""
+    """Each family's policy for one node: the one the node declares, else its plugin's."""
 
     def __init__(self, node: Node, registry: Optional[Registry]) -> None:
-        self.policies = node.policies
+        self.policies = dict(node.policies)
         self.registry = registry
 
-    def of(self, family: str) -> FamilyRule:
+    def of(self, family: str) -> FamilyPolicy:
         policy = self.policies.get(family)
-        if policy is not None and not policy.plugin_rules:
-            return policy
-        return self._manager(family, policy is not None)
+        if policy is None:
+            policy = self.policies[family] = self._from_plugin(family)
+        return policy
 
     def resource_name(self, family: str) -> str:
-        policy = self.policies.get(family)
-        if policy is not None:
-            return policy.resource_name
-        return self._manager(family, False).resource_name
+        return self.of(family).resource_name
 
-    def _manager(self, family: str, has_policy: bool) -> AcceleratorManager:
+    def _from_plugin(self, family: str) -> FamilyPolicy:
+        from accelkit.registry import family_policy
         from accelkit.registry import resolve as resolve_registry
 
-        why = (
-            f"its {family} rules are in plugin code (plugin_rules)"
-            if has_policy
-            else f"the node does not carry the {family} policy (families)"
-        )
         try:
-            return resolve_registry(self.registry).get_manager(family)
+            manager = resolve_registry(self.registry).get_manager(family)
         except KeyError as error:
             raise ConfigurationError(
-                f"the node has {family} devices and {why}, but no {family} plugin is loaded: "
-                f"{error.args[0]}"
+                f"the node has {family} devices and does not carry the {family} policy "
+                f"(families), but no {family} plugin is loaded: {error.args[0]}"
             ) from None
+        return family_policy(manager)
 
 
 def _capacity_units(name: str, value: float) -> int:

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Optional
 
-from accelkit.host._host import Host
+from accelkit.host import Host
 
 __all__ = [
     "KINDS",

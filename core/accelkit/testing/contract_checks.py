@@ -9,6 +9,7 @@ from accelkit.device import Device
 from accelkit.errors import InvalidRequest
 from accelkit.manager import AcceleratorManager
 from accelkit.quantities import to_units
+from accelkit.registry import contract_errors, variables_read, version_1_note
 from accelkit.testing.audit import watching
 from accelkit.testing.catalog import check
 from accelkit.testing.subject import THROUGH_HOST, Skipped, Subject
@@ -24,7 +25,7 @@ TYPE_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.\-]{0,61}[A-Za-z0-9])?$")
 def declarations(subject: Subject) -> None:
     """Family name, resource name, api_version, quantity and placement declarations are valid."""
     manager = subject.manager
-    errors = manager.contract_errors()
+    errors = contract_errors(manager)
     replaces = getattr(manager, "replaces", None)
     if replaces is not None and replaces != getattr(manager, "name", None):
         errors.append(
@@ -32,14 +33,21 @@ def declarations(subject: Subject) -> None:
             f"{getattr(manager, 'name', None)!r}; a plugin replaces a built-in family by taking "
             "its name: set both to the family"
         )
-    for attribute in ("framework_device", "collective_backend"):
-        value = getattr(manager, attribute, None)
+    frameworks = manager.frameworks
+    for field, value in (("device", frameworks.device), ("collective", frameworks.collective)):
         if value is not None and not (isinstance(value, str) and value and value.strip() == value):
             errors.append(
-                f"{type(manager).__name__}.{attribute} must be a name like 'cuda' or None, got "
-                f"{value!r}"
+                f"{type(manager).__name__}.frameworks.{field} must be a name like 'cuda' or "
+                f"None, got {value!r}"
             )
     assert not errors, "; ".join(errors)
+
+
+@check("contract")
+def contract_version(subject: Subject) -> None:
+    """The manager is written for the current contract: no version-1 attributes to move."""
+    note = version_1_note(subject.manager)
+    assert note is None, note
 
 
 @check("contract")
@@ -47,7 +55,7 @@ def variables(subject: Subject) -> None:
     """Every variable the family reads or writes is declared in env_vars_read."""
     manager = subject.manager
     label = subject.label
-    declared = manager.all_env_vars_read()
+    declared = variables_read(manager)
     assert isinstance(declared, tuple), f"{label}: env_vars_read must be a tuple, got {declared!r}"
     bad = [v for v in declared if not isinstance(v, str) or not ENV_NAME.match(v)]
     assert not bad, f"{label}: env_vars_read holds {bad!r}, which are not variable names"

@@ -12,7 +12,9 @@ from typing import Any, Optional
 
 from accelkit.device import Device
 from accelkit.diagnostics import collecting
-from accelkit.host._host import CommandResult, FakeHost, Host, HostView, ProbeEnv, ProbeFunction
+from accelkit.host import CommandResult, FakeHost, Host, HostView, ProbeEnv
+from accelkit.host._base import ProbeFunction
+from accelkit.registry import variables_read
 from accelkit.testing.catalog import check
 from accelkit.testing.subject import THROUGH_HOST, Skipped, Subject
 from accelkit.testing.watch import WatchedHost
@@ -186,7 +188,7 @@ def ignores_process_environment(subject: Subject) -> None:
     baseline = _fingerprint(subject.detect(host, f"make_host({count})"))
     changed = _environment_changes(before, dict(os.environ))
     assert not changed, f"{subject.label}.detect() changed os.environ: {changed}"
-    variables = [*subject.manager.all_env_vars_read(), "CUDA_VISIBLE_DEVICES"]
+    variables = [*variables_read(subject.manager), "CUDA_VISIBLE_DEVICES"]
     for decoy in ("", "0"):
         with _decoys(dict.fromkeys(variables, decoy)):
             seen = _fingerprint(subject.detect(host, f"make_host({count}) with decoy variables"))
@@ -241,7 +243,7 @@ def _audit(subject: Subject, kinds: Sequence[str], advice: str) -> None:
 @check("detection")
 def reads_declared_variables(subject: Subject) -> None:
     """Detection reads only the variables env_vars_read declares (snapshots record only those)."""
-    declared = set(subject.manager.all_env_vars_read())
+    declared = set(variables_read(subject.manager))
     for host, what in _hosts_to_watch(subject):
         watched = WatchedHost(host)
         subject.observe(watched)

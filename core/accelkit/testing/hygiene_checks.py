@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from accelkit.host._host import LocalHost, ProbeError
+from accelkit.errors import ProbeError
+from accelkit.host import LocalHost
 from accelkit.testing._imports import new_modules
 from accelkit.testing.audit import VENDOR_LIBRARIES
 from accelkit.testing.catalog import check

@@ -11,7 +11,7 @@ from typing import Callable
 
 import pytest
 
-from accelkit.host._host import Host
+from accelkit.host import Host
 from accelkit.testing.audit import Audit, watching
 from accelkit.testing.fakes import host_builder
 
@@ -23,8 +23,8 @@ AuditContext = Callable[[Host], "contextlib.AbstractContextManager[Audit]"]
 def accelkit_hosts(tmp_path: Path) -> HostMaker:
     """``accelkit_hosts(family, count)``: a fake host with ``count`` devices of ``family``.
 
-    Uses the family's registered builder (built-ins, or the ``accelkit.testing`` entry-point
-    group); each call gets a fresh directory under ``tmp_path``.
+    Uses the family's builder registered in the ``accelkit.testing`` entry-point group (the
+    built-ins' are there too); each call gets a fresh directory under ``tmp_path``.
     """
     made = 0
 

@@ -17,7 +17,7 @@ from typing import Callable, Optional
 
 from accelkit.device import Device
 from accelkit.diagnostics import collecting
-from accelkit.host._host import Host
+from accelkit.host import Host
 from accelkit.manager import AcceleratorManager
 from accelkit.testing.audit import Audit, Forbidden, ForbiddenImport, watching
 
@@ -33,7 +33,7 @@ THROUGH_HOST = (
 )
 
 DEFAULT_COUNTS = (0, 1, 2, 4)
-"""Device counts asked of the backdoor when the family declares no ``allowed_quantities``."""
+"""Device counts asked of the backdoor when the family declares no allowed quantities."""
 
 
 class Skipped(Exception):
@@ -75,7 +75,7 @@ class Subject:
         """The counts to build hosts for: given ones, else 0 and every allowed quantity."""
         if self.counts is not None:
             return sorted(set(self.counts))
-        allowed = self.manager.allowed_quantities
+        allowed = self.manager.scheduling.allowed_quantities
         return sorted({0, *allowed}) if allowed else list(DEFAULT_COUNTS)
 
     def host(self, count: int) -> Host:

@@ -31,7 +31,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "checks without pytest: accelkit check FAMILY)"
     ) from exc
 
-from accelkit.host._host import Host
+from accelkit.host import Host
 from accelkit.manager import AcceleratorManager
 from accelkit.testing.catalog import Check, all_checks, checks_of
 from accelkit.testing.fakes import BrokenHostBuilder, host_builder
@@ -54,8 +54,8 @@ class ManagerTestBase:
     """What every mixin shares: the manager under test, the backdoor, expected failures.
 
     Set :attr:`manager_class` (instantiated without arguments) or :attr:`manager`, and override
-    :meth:`make_host` unless the family's builder is registered (built-ins, or the
-    ``accelkit.testing`` entry-point group).
+    :meth:`make_host` unless the family's builder is registered in the ``accelkit.testing``
+    entry-point group (as the built-ins' are).
     """
 
     manager_class: ClassVar[Optional[type[AcceleratorManager]]] = None

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Optional
 
-from accelkit.host._host import Host, HostView, ProbeEnv, ProbeFunction
+from accelkit.host import Host, HostView, ProbeEnv
+from accelkit.host._base import ProbeFunction
 
 __all__ = ["WatchedEnv", "WatchedHost"]
 

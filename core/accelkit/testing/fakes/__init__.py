@@ -1,8 +1,9 @@
-"""Fake hosts and fake vendor libraries, for plugin tests and the conformance kit.
+"""Fake vendor libraries for plugin tests, and where the conformance kit finds fake hosts.
 
-``host_builder(family)`` finds the backdoor ``make_host(count, root)`` for a family: a plugin's
-own, declared in the entry-point group ``accelkit.testing`` (``acme = "pkg.fakes:make_host"``),
-else the built-in one in ``accelkit.testing.fakes.<vendor>``. Nothing is imported until asked.
+``host_builder(family)`` finds the backdoor ``make_host(count, root)`` for a family, declared in
+the entry-point group ``accelkit.testing`` (``acme = "pkg.fakes:make_host"``): the built-ins
+declare theirs there too (``nvidia = "accelkit_plugins.nvidia.testing:make_host"``), so every
+family is found the same way. Nothing is imported until asked.
 
 ``fake_pynvml(fake_gpus(...))`` and ``fake_amdsmi(fake_amdgpus(...))`` build stand-ins for the
 NVIDIA and AMD libraries, to hand to ``FakeHost(modules={"pynvml": ...})``; ``FakeGpu``,
@@ -14,12 +15,12 @@ wrappers over the same descriptions, with only their C libraries emulated.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from accelkit._distributions import metadata
 
 if TYPE_CHECKING:
-    from accelkit.host._host import Host
+    from accelkit.host import Host
     from accelkit.testing.fakes.amd import FakeAmdGpu as FakeAmdGpu
     from accelkit.testing.fakes.amd import fake_amdgpus as fake_amdgpus
     from accelkit.testing.fakes.amd import fake_amdsmi as fake_amdsmi
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
     from accelkit.testing.fakes.nvml_c import emulated_pynvml as emulated_pynvml
 
 __all__ = [
-    "BUILTIN_HOSTS",
     "ENTRY_POINT_GROUP",
     "BrokenHostBuilder",
     "FakeAmdGpu",
@@ -49,11 +49,9 @@ __all__ = [
 ENTRY_POINT_GROUP = "accelkit.testing"
 """Entry-point group where a plugin declares ``<family> = "module:make_host"``."""
 
-BUILTIN_HOSTS = {
-    family: f"accelkit.testing.fakes.{family}:make_host"
-    for family in ("nvidia", "amd", "intel", "neuron", "tpu", "gaudi", "ascend")
-}
-"""The built-in families' host builders."""
+_BUILTINS_DISTRIBUTION = "accelkit"
+"""The distribution whose declarations are the built-ins': a third party's declaration for the
+same family replaces them, as a vendor's own plugin may replace a built-in family."""
 
 _LIBRARIES = {
     "fake_pynvml": "nvidia",
@@ -73,18 +71,20 @@ class BrokenHostBuilder(LookupError):
     wrong, so the checks that need hosts fail instead of being skipped."""
 
 
-def _load(reference: str) -> Any:
-    module, _, attribute = reference.partition(":")
-    return getattr(importlib.import_module(module), attribute)
-
-
 def host_builder(family: str) -> Callable[[int, Any], Host]:
     """The ``make_host(count, root)`` of ``family``; ``LookupError`` says why there is none
-    (:class:`BrokenHostBuilder` when one is declared but unusable)."""
+    (:class:`BrokenHostBuilder` when one is declared but unusable).
+
+    A family declared both by accelkit (a built-in) and by another distribution gets the other
+    distribution's builder: that distribution replaces the built-in's manager too.
+    """
     declared = sorted(
         (ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == family),
         key=lambda ep: str(ep.value),
     )
+    replacing = [ep for ep in declared if _distribution(ep) != _BUILTINS_DISTRIBUTION]
+    if replacing:
+        declared = replacing
     owners = sorted({_owner(ep) for ep in declared})
     if len(owners) > 1:
         raise BrokenHostBuilder(
@@ -100,19 +100,20 @@ def host_builder(family: str) -> Callable[[int, Any], Host]:
                 f"load: {type(exc).__name__}: {exc}"
             ) from exc
         return builder
-    if family in BUILTIN_HOSTS:
-        try:
-            builtin: Callable[[int, Any], Host] = _load(BUILTIN_HOSTS[family])
-        except (ImportError, AttributeError) as exc:
-            raise BrokenHostBuilder(
-                f"the built-in host builder {BUILTIN_HOSTS[family]} is missing: {exc}"
-            ) from exc
-        return builtin
     raise LookupError(
         f"no host builder for family {family!r}: declare one in the {ENTRY_POINT_GROUP!r} "
         f'entry-point group ({family} = "yourpackage.fakes:make_host") so `accelkit check` can '
         "build hosts with N devices"
     )
+
+
+def _distribution(entry_point: Any) -> Optional[str]:
+    """The name of the distribution declaring an entry point (None when unknown)."""
+    dist = getattr(entry_point, "dist", None)
+    if dist is None:
+        return None
+    name: str = dist.metadata["Name"]
+    return name
 
 
 def _owner(entry_point: Any) -> str:

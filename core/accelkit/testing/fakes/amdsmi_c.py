@@ -47,10 +47,10 @@ def emulated_amdsmi(
 ) -> ModuleType:
     """A fresh copy of the real ``amdsmi`` package whose C library is emulated over ``gpus``.
 
-    ``gpus`` are in KFD order (as :func:`~accelkit.testing.fakes.amd.write_sysfs` lays them
-    out). ``package_dir`` is another release's ``amdsmi`` package directory (default: the
-    installed one). ``handle_order`` lists positions in ``gpus`` in the order amdsmi gives its
-    processor handles, which on real machines differs from KFD's (default: KFD's).
+    ``gpus`` are in KFD order (as the driver's topology nodes list them). ``package_dir`` is
+    another release's ``amdsmi`` package directory (default: the installed one).
+    ``handle_order`` lists positions in ``gpus`` in the order amdsmi gives its processor
+    handles, which on real machines differs from KFD's (default: KFD's).
     ``init_error`` is an ``AMDSMI_STATUS_*`` code for ``amdsmi_init`` to return; ``errors`` maps
     C function names to the status they return on every call.
 

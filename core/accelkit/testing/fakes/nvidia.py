@@ -1,47 +1,35 @@
-"""Fake NVIDIA hosts and a fake ``pynvml``, modelled on an 8-GPU H100 SXM node.
+"""A fake ``pynvml`` over GPUs modelled on an 8-GPU H100 SXM node, for any plugin that reads NVML.
 
-:func:`fake_pynvml` builds a module that answers the NVML calls accelkit makes (and that the
-conformance kit re-exports for plugin authors who read NVML too). It keeps the rules of the
-real library that detection code most often gets wrong: every call before ``nvmlInit`` fails,
-``nvmlShutdown`` is counted, a GPU without MIG answers ``NVMLError_NotSupported`` to
-``nvmlDeviceGetMigMode``, and empty MIG slots answer ``NVMLError_NotFound``.
+:func:`fake_pynvml` builds a module that answers the NVML calls accelkit makes; the conformance
+kit re-exports it for plugin authors who read NVML too (the NVIDIA plugin's own fake hosts, which
+add nvidia-smi and the driver's files, are in ``accelkit_plugins.nvidia.testing``). It keeps the
+rules of the real library that detection code most often gets wrong: every call before
+``nvmlInit`` fails, ``nvmlShutdown`` is counted, a GPU without MIG answers
+``NVMLError_NotSupported`` to ``nvmlDeviceGetMigMode``, and empty MIG slots answer
+``NVMLError_NotFound``.
 """
 
 from __future__ import annotations
 
-import os
-import pathlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
 from typing import Any, Optional
 
-from accelkit.host._host import FakeHost
 from accelkit.testing.fakes._library import LibrarySession
 
 __all__ = [
     "BUS_IDS",
     "MIB",
-    "NVIDIA_SMI_ARGV",
     "NVML_ERRORS",
     "FakeGpu",
     "FakeMig",
     "NVMLError",
     "fake_gpus",
     "fake_pynvml",
-    "make_host",
-    "nvidia_smi_output",
-    "write_proc",
-    "write_sysfs",
 ]
 
 MIB = 1 << 20
-NVIDIA_SMI_ARGV = (
-    "nvidia-smi",
-    "--query-gpu=index,uuid,name,memory.total,pci.bus_id,mig.mode.current",
-    "--format=csv,noheader,nounits",
-)
-"""The query the NVIDIA plugin runs."""
 
 BUS_IDS = (
     "0000:18:00.0",
@@ -193,55 +181,3 @@ def fake_pynvml(gpus: Sequence[FakeGpu], *, text_as_bytes: bool = False) -> Modu
         nvmlDeviceGetMigDeviceHandleByIndex=mig_handle,
     )
     return module
-
-
-def nvidia_smi_output(gpus: Sequence[FakeGpu]) -> str:
-    """What :data:`NVIDIA_SMI_ARGV` prints for ``gpus`` (MIG mode "[N/A]" without MIG)."""
-    modes = {None: "[N/A]", 0: "Disabled", 1: "Enabled"}
-    return "".join(
-        f"{index}, {gpu.uuid}, {gpu.name}, {gpu.memory_bytes // MIB}, 0000{gpu.bus_id.upper()}, "
-        f"{modes[None if gpu.migs is None else gpu.mig_mode]}\n"
-        for index, gpu in enumerate(gpus)
-    )
-
-
-def write_proc(root: pathlib.Path, gpus: Sequence[FakeGpu]) -> None:
-    """``/proc/driver/nvidia/gpus/<bus id>/information`` as the driver writes it, and the MIG
-    capability directories of GPUs with MIG instances."""
-    for gpu in gpus:
-        directory = root / "proc/driver/nvidia/gpus" / gpu.bus_id
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / "information").write_text(
-            f"Model: \t\t {gpu.name}\nIRQ:   \t\t 0\nGPU UUID: \t {gpu.uuid}\n"
-            f"Video BIOS: \t 96.00.99.00.01\nBus Type: \t PCIe\nDMA Size: \t 52 bits\n"
-            f"DMA Mask: \t 0xfffffffffffff\nBus Location: \t {gpu.bus_id}\n"
-            f"Device Minor: \t {gpu.minor}\nGPU Excluded:\t No\n"
-        )
-        if gpu.migs and gpu.mig_mode:
-            for gi in range(1, len(gpu.migs) + 1):
-                (root / f"proc/driver/nvidia/capabilities/gpu{gpu.minor}/mig/gi{gi}").mkdir(
-                    parents=True, exist_ok=True
-                )
-
-
-def write_sysfs(root: pathlib.Path, gpus: Sequence[FakeGpu]) -> None:
-    """The PCI functions of ``gpus`` under ``/sys/bus/pci/devices`` (vendor, device, NUMA)."""
-    for gpu in gpus:
-        directory = root / "sys/bus/pci/devices" / gpu.bus_id
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / "vendor").write_text("0x10de\n")
-        (directory / "device").write_text("0x2330\n")
-        (directory / "class").write_text("0x030200\n")
-        (directory / "numa_node").write_text(f"{gpu.numa_node}\n")
-
-
-def make_host(count: int, root: pathlib.Path) -> FakeHost:
-    """A host with ``count`` H100 GPUs, told the same way by NVML, nvidia-smi and /proc."""
-    gpus = fake_gpus(count)
-    write_proc(root, gpus)
-    write_sysfs(root, gpus)
-    return FakeHost(
-        root=os.fspath(root),
-        commands={NVIDIA_SMI_ARGV: (0, nvidia_smi_output(gpus))},
-        modules={"pynvml": fake_pynvml(gpus)},
-    )

@@ -1,8 +1,9 @@
 """A deliberately broken accelkit plugin: each ``BROKEN:`` comment is a rule it violates.
 
-It loads (its declarations pass ``contract_errors()``) and detects devices on its own fake hosts,
-so the conformance kit can run every check on it; each rule broken here makes a different check
-fail, with a message that names the problem and the line. Do not copy anything from here.
+It loads (its declarations pass the registry's contract checks) and detects devices on its own
+fake hosts, so the conformance kit can run every check on it; each rule broken here makes a
+different check fail, with a message that names the problem and the line. Do not copy anything
+from here.
 """
 
 from __future__ import annotations
@@ -57,10 +58,6 @@ class BrokenManager(AcceleratorManager):
     def visibility_env(self, ids: Sequence[str]) -> dict[str, Optional[str]]:
         # BROKEN: writes whitespace, and a different set of ids than it was given.
         return {"BROKEN_VISIBLE_DEVICES": ", ".join(reversed(list(ids))) + " "}
-
-    def validate_quantity(self, quantity: object) -> int:
-        # BROKEN: accepts anything (negative, NaN, strings) as one device.
-        return 10_000
 
 
 @hookimpl

@@ -1,8 +1,7 @@
 """ACME accelerators for accelkit: a complete third-party plugin.
 
 The fictional ACME card shows up as ``/dev/acme<N>`` with its model in
-``/sys/class/acme/acme<N>/model``; a process sees the cards listed in ``ACME_VISIBLE_DEVICES``.
-"""
+``/sys/class/acme/acme<N>/model``; a process sees the cards listed in ``ACME_VISIBLE_DEVICES``."""
 
 from __future__ import annotations
 
@@ -19,6 +18,7 @@ class AcmeManager(AcceleratorManager):
     resource_name = "ACME"
     visible_devices_env_var = "ACME_VISIBLE_DEVICES"
     fractional = False
+    api_version = 2
 
     def detect(self, host: Host) -> list[Device]:
         """One device per ``/dev/acme<N>``, seen only through ``host`` (real, fake or snapshot)."""

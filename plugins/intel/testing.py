@@ -5,6 +5,10 @@ Under the default ``ZE_FLAT_DEVICE_HIERARCHY=FLAT`` a Max 1550 is two Level Zero
 ``count // 2`` Max 1550 cards and, for an odd count, one Max 1100. The writers lay out what the
 i915 driver shows: a DRM ``card<N>`` and ``renderD<N>`` per card, the PCI function with its
 driver link and NUMA node, and the server's BMC display (ASPEED, driver ``ast``) beside them.
+
+``make_host`` is this family's backdoor for the conformance kit, declared in the entry-point
+group ``accelkit.testing`` (in accelkit's ``pyproject.toml``) as a third-party plugin declares
+its own.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
 
-from accelkit.host._host import FakeHost
+from accelkit import FakeHost
 
 __all__ = [
     "BUS_IDS",

@@ -6,6 +6,10 @@ Laid out as on a Cloud TPU VM: each PCI function is a directory under
 ``/sys/kernel/iommu_groups/<group>/devices/``), v2-v4 and v5e chips through ``/dev/accel<N>``
 (``/sys/class/accel/accel<N>/device``). Every host also has Google's virtual NIC, which shares
 the TPU's PCI vendor id and must never be counted.
+
+``make_host`` is this family's backdoor for the conformance kit, declared in the entry-point
+group ``accelkit.testing`` (in accelkit's ``pyproject.toml``) as a third-party plugin declares
+its own.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Optional
 
-from accelkit.host._host import FakeHost
+from accelkit import FakeHost
 
 __all__ = ["GVNIC_BUS_ID", "chip_bus_id", "make_host", "write_chips", "write_pci_function"]
 
@@ -80,5 +84,6 @@ def make_host(count: int, root: Path, env: Optional[Mapping[str, str]] = None) -
 
 
 def _touch(path: Path) -> None:
+    """An empty device file: detection looks only for its name, never reads it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.touch()

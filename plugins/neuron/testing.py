@@ -5,6 +5,10 @@ older release that knows only ``--json-output``: asked with ``--output-format js
 as an older tool does, so both flags are exercised. A trn2 device (Trainium2) has 8 physical
 cores, grouped 2 to a logical core by default (LNC=2): the newer ``neuron-ls`` prints logical
 counts (``nc_count`` 4, ``neuroncore_ids``), while sysfs keeps the physical ``core_count`` 8.
+
+``make_host`` is this family's backdoor for the conformance kit, declared in the entry-point
+group ``accelkit.testing`` (in accelkit's ``pyproject.toml``) as a third-party plugin declares
+its own.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from accelkit.host._host import FakeHost
+from accelkit import FakeHost
 
 __all__ = [
     "NEW_FLAG",

@@ -3,6 +3,10 @@
 On such a node the device index (PCI order, what ``HABANA_VISIBLE_DEVICES`` counts) and the
 module id (the card's place on the board, what ``HABANA_VISIBLE_MODULES`` takes) disagree, so
 the fakes give every card a module id different from its index wherever the count allows.
+
+``make_host`` is this family's backdoor for the conformance kit, declared in the entry-point
+group ``accelkit.testing`` (in accelkit's ``pyproject.toml``) as a third-party plugin declares
+its own.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import pathlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from accelkit.host._host import FakeHost
+from accelkit import FakeHost
 
 __all__ = [
     "BUS_IDS",
@@ -136,12 +140,14 @@ def make_host(count: int, root: pathlib.Path) -> FakeHost:
 
 
 def _files(directory: pathlib.Path, values: dict[str, str]) -> None:
+    """One sysfs attribute file per ``{name: value}``, newline-terminated as the driver's are."""
     directory.mkdir(parents=True, exist_ok=True)
     for name, value in values.items():
         (directory / name).write_text(value + "\n")
 
 
 def _link(path: pathlib.Path, target: str) -> None:
+    """A relative symlink as sysfs has it; a fake tree may write the same card twice."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.is_symlink():
         os.symlink(target, path)

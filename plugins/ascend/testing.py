@@ -2,6 +2,10 @@
 
 The default node is an Atlas 800T A2 (eight Ascend 910B3 cards, one chip and one MCU each); an
 Atlas 300I Duo is ``FakeNpu(n, chips=2, chip_name="Ascend 310P3")``.
+
+``make_host`` is this family's backdoor for the conformance kit, declared in the entry-point
+group ``accelkit.testing`` (in accelkit's ``pyproject.toml``) as a third-party plugin declares
+its own.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
 from typing import Optional
 
-from accelkit.host._host import FakeHost
+from accelkit import FakeHost
 
 __all__ = [
     "CARD_LIST_ARGV",

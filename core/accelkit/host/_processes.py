@@ -1,0 +1,185 @@
+"""Vendor commands and library probes as child processes, each cut off at its time budget.
+
+A command such as ``nvidia-smi`` can hang, and a library such as dpctl can block for ever or crash
+the process that loads it: both run in a child of their own session, and a child past its budget
+is killed with everything it started, so detection always answers. A probe's child runs
+:data:`_PROBE_MAIN`, which imports the probe function by name and writes its result as one JSON
+line, so nothing of the library ever reaches this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Optional
+
+from accelkit._settings import Budgets
+from accelkit.errors import ProbeError
+from accelkit.host import _deadlines as deadlines
+from accelkit.host._base import CommandResult, ProbeEnv, ProbeFunction
+
+if TYPE_CHECKING:
+    import subprocess
+
+__all__ = ["DEFAULT_COMMAND_TIMEOUT", "DEFAULT_PROBE_TIMEOUT", "run_command", "run_probe"]
+
+DEFAULT_COMMAND_TIMEOUT = Budgets().command
+"""Seconds a vendor command may take before it is killed and reported (``nvidia-smi`` can hang),
+unless ``ACCELKIT_COMMAND_TIMEOUT`` says otherwise; never past a detection's deadline."""
+
+DEFAULT_PROBE_TIMEOUT = Budgets().probe
+"""Seconds a library probe process may take (SYCL and ACL initialisation is slow, not endless),
+unless ``ACCELKIT_PROBE_TIMEOUT`` says otherwise; never past a detection's deadline."""
+
+
+def run_command(argv: Sequence[str], timeout: Optional[float]) -> CommandResult:
+    """:meth:`~accelkit.host.Host.run` on this machine: ``argv`` (no shell) within its budget."""
+    argv = list(argv)
+    if not argv:
+        raise ValueError("run() needs a program")
+    if not _on_path(argv[0]):
+        raise FileNotFoundError(f"{argv[0]}: not found on PATH")
+    import subprocess  # only where a vendor command is installed: most families find none
+
+    limit = deadlines.limit(timeout, "command", os.environ)
+    if limit <= 0:
+        raise TimeoutError(f"{argv[0]} was not started: the detection's deadline passed")
+    process = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        out, err = process.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        raise TimeoutError(f"{argv[0]} did not finish within {limit:g}s") from None
+    return CommandResult(
+        process.returncode,
+        out.decode("utf-8", "replace"),
+        err.decode("utf-8", "replace"),
+    )
+
+
+def run_probe(
+    function: ProbeFunction,
+    args: Sequence[Any],
+    timeout: Optional[float],
+    env: Optional[ProbeEnv],
+) -> Any:
+    """:meth:`~accelkit.host.Host.probe` on this machine: ``function(import_module, *args)`` in a
+    fresh interpreter, within its budget."""
+    import subprocess
+
+    limit = deadlines.limit(timeout, "probe", os.environ)
+    if limit <= 0:
+        raise TimeoutError(
+            f"probe {function.__qualname__} was not started: the detection's deadline passed"
+        )
+    request = json.dumps(
+        {
+            "path": sys.path,
+            "module": function.__module__,
+            "name": function.__qualname__,
+            "args": list(args),
+        }
+    )
+    environment = None
+    if env:
+        environment = {**os.environ, **{k: v for k, v in env.items() if v is not None}}
+        for name in (k for k, v in env.items() if v is None):
+            environment.pop(name, None)
+    process = subprocess.Popen(
+        [sys.executable, "-c", _PROBE_MAIN],
+        env=environment,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        out, err = process.communicate(request.encode(), timeout=limit)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        raise TimeoutError(
+            f"probe {function.__module__}.{function.__qualname__} did not finish within {limit:g}s"
+        ) from None
+    lines = out.decode("utf-8", "replace").strip().splitlines()
+    try:
+        reply = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        tail = err.decode("utf-8", "replace").strip()[-500:]
+        raise ProbeError(
+            f"probe process exited with code {process.returncode} without an answer: {tail}",
+            crashed=True,
+        ) from None
+    if "missing" in reply:
+        raise ModuleNotFoundError(reply["missing"])
+    if "error" in reply:
+        raise ProbeError(reply["error"])
+    return reply["result"]
+
+
+def _on_path(program: str) -> bool:
+    """Whether ``program`` is an executable file, on ``PATH`` unless it names a directory (what
+    ``shutil.which`` answers, without importing shutil and the compression modules it brings)."""
+    candidates = (
+        [program]
+        if os.sep in program
+        else [os.path.join(d or os.curdir, program) for d in os.get_exec_path()]
+    )
+    return any(os.path.isfile(c) and os.access(c, os.X_OK) for c in candidates)
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """Kill a timed-out child and whatever it started, then reap it.
+
+    A descendant that left the process group (``setsid``) survives the kill and may hold the
+    output pipes open for ever: after a short grace period, stop reading them rather than wait.
+    """
+    import signal
+    import subprocess
+
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except OSError:
+        process.kill()
+    try:
+        process.communicate(timeout=_REAP_GRACE)
+    except subprocess.TimeoutExpired:
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+        process.wait()
+
+
+_REAP_GRACE = 1.0
+"""Seconds to drain a killed child's pipes before giving up on descendants that hold them."""
+
+
+_PROBE_MAIN = """
+import importlib, json, sys
+request = json.loads(sys.stdin.read())
+sys.path[:] = request["path"]
+class Missing(Exception):
+    pass
+def load(name):
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:  # only the library's own import means "not installed"
+        raise Missing(f"{type(exc).__name__}: {exc}") from None
+try:
+    target = importlib.import_module(request["module"])
+    for part in request["name"].split("."):
+        target = getattr(target, part)
+    line = json.dumps({"result": target(load, *request["args"])})
+except Missing as exc:
+    line = json.dumps({"missing": str(exc)})
+except BaseException as exc:
+    line = json.dumps({"error": f"{type(exc).__name__}: {exc}"})
+sys.stdout.write("\\n" + line + "\\n")
+"""

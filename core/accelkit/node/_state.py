@@ -1,0 +1,91 @@
+"""The records node detection's steps share: every step reads and changes one :class:`Detection`,
+so a step is a plain function of it and :data:`~accelkit.node._detect.STEPS` can list them in
+order, each in the module of its own job."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional
+
+from accelkit.device import Device
+from accelkit.diagnostics import Diagnostic, collecting
+from accelkit.node._record import Node
+from accelkit.quantities import UNIT
+
+if TYPE_CHECKING:
+    from accelkit._settings import Budgets
+    from accelkit.host import Host
+    from accelkit.manager import AcceleratorManager
+    from accelkit.registry import Registry
+
+__all__ = ["NODE_FAMILY", "Detection", "Family", "Override", "noting"]
+
+NODE_FAMILY = "accelkit"
+"""The ``family`` of diagnostics about the node's configuration rather than one family."""
+
+
+@dataclass(frozen=True)
+class Override:
+    """One requested resource quantity and where it was asked for (for error messages)."""
+
+    units: int
+    source: str
+
+    @property
+    def count(self) -> int:
+        return self.units // UNIT
+
+
+@dataclass
+class Family:
+    """A family's devices while :func:`~accelkit.node.detect_node` works on them."""
+
+    manager: AcceleratorManager
+    host: Host
+    """The family's view of the host: only the variables its manager declares."""
+    detected: list[Device] = field(default_factory=list)
+    """What ``detect()`` found (partition parents left out): the node's ``detected`` count."""
+    devices: list[Device] = field(default_factory=list)
+    tokens: Optional[list[str]] = None
+    """What the family's visibility variable names; None when it is unset."""
+    restriction: Optional[str] = None
+    """``VAR='value'`` of the visibility variable that restricts the family, None when free."""
+    excluded: list[Device] = field(default_factory=list)
+
+
+@dataclass
+class Detection:
+    """A node being built: what the steps read and change, in
+    :data:`~accelkit.node._detect.STEPS` order."""
+
+    registry: Registry
+    env: Mapping[str, str]
+    budgets: Budgets
+    label_prefix: str
+    families: list[Family]
+    wanted: dict[str, Override]
+    exclusions: dict[str, list[str]]
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    plain: dict[str, Override] = field(default_factory=dict)
+    node: Node = field(default_factory=Node)
+
+    @contextlib.contextmanager
+    def noting(self, family: Family) -> Iterator[None]:
+        """Collect :func:`~accelkit.diagnostics.note` calls made in the block as ``family``'s
+        diagnostics."""
+        with noting(family.manager.name, self.diagnostics):
+            yield
+
+
+@contextlib.contextmanager
+def noting(family: str, sink: list[Diagnostic]) -> Iterator[None]:
+    """Collect :func:`~accelkit.diagnostics.note` calls made in the block for ``family`` into
+    ``sink``."""
+    notes: list[Diagnostic] = []
+    try:
+        with collecting(family) as notes:
+            yield
+    finally:  # after collecting() closes, which adds a note of what it cut
+        sink.extend(notes)
