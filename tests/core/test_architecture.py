@@ -146,12 +146,12 @@ with contextlib.redirect_stdout(io.StringIO()):
     except SystemExit:
         pass
 verb = next((w for w in {argv!r} if not w.startswith("-")), None)
-own = "accelkit.cli." + verb.replace("-", "_") if verb else None
+own = "accelkit.cli._" + verb.replace("-", "_") if verb else None
 print(json.dumps(sorted(m for m in sys.modules if m.startswith("accelkit.testing")
                         or m.startswith(("accelkit.integrations", "distributed", "ray"))
-                        or m in ("pytest", "asyncio", "accelkit.cli.checking")
-                        or (verb and m.startswith("accelkit.cli.") and m != own
-                            and not m.startswith("accelkit.cli._")))))
+                        or m in ("pytest", "asyncio", "accelkit.cli._checking")
+                        or (verb and m.startswith("accelkit.cli._") and m != own
+                            and m != "accelkit.cli._common"))))
 """
     assert json.loads(run_python(script)) == []
 

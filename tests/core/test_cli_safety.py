@@ -134,7 +134,7 @@ def test_printable_escapes_only_control_characters() -> None:
 def test_an_internal_error_is_a_sentence_not_a_traceback(
     capsys: pytest.CaptureFixture[str], empty_host: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from accelkit.cli import ls
+    from accelkit.cli import _ls as ls
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RecursionError("too deep")

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 from accelkit import Device, Node, detect_node, load_snapshot
 from accelkit.exports import to_dask, to_gres, to_nfd, to_ray
+from accelkit.exports._gres import _ranges
 from accelkit.exports._labels import label_value, relabel
-from accelkit.exports.gres import _ranges
 from accelkit.policy import FamilyPolicy
 from engine_nodes import NODES, ROOT, SNAPSHOTS
 from hypothesis import given

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from accelkit import FakeHost
-from accelkit.testing.audit import Forbidden, ForbiddenImport, watching
+from accelkit.testing._audit import Forbidden, ForbiddenImport, watching
 
 
 def test_reads_inside_the_root_are_allowed(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from accelkit.testing import (
     QuantityPlacementTests,
     VisibilityTests,
 )
-from accelkit.testing.catalog import TOPICS, all_checks, checks_of
+from accelkit.testing._catalog import TOPICS, all_checks, checks_of
 
 MIXINS = {
     "contract": ContractTests,

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from accelkit.registry.loading import BUILTIN_PLUGINS
-from accelkit.registry.sites import only_builtin_entry_points
+from accelkit.registry._loading import BUILTIN_PLUGINS
+from accelkit.registry._sites import only_builtin_entry_points
 from fake_dists import FakeSite
 
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from accelkit import Node
-from accelkit.cli.run import EXIT_BUSY, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_TIMED_OUT
+from accelkit.cli._run import EXIT_BUSY, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_TIMED_OUT
 from accelkit.ledger._ledger import Ledger
 from ledger_support import ROOT
 

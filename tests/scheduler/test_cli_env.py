@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from accelkit.cli import main
-from accelkit.cli.env import parse_request, shell_lines
+from accelkit.cli._env import parse_request, shell_lines
 
 
 @pytest.fixture

@@ -61,8 +61,8 @@ def build_parser(verb: Optional[str] = None) -> argparse.ArgumentParser:
 
 
 def _verb_module(verb: str) -> Any:
-    """The module of ``verb`` (``dask-worker`` is ``accelkit.cli.dask_worker``)."""
-    return importlib.import_module(f".{verb.replace('-', '_')}", __name__)
+    """The module of ``verb`` (``dask-worker`` is ``accelkit.cli._dask_worker``)."""
+    return importlib.import_module(f"._{verb.replace('-', '_')}", __name__)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -77,7 +77,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     failure_line = _failure_line(words)
     try:
-        code = _run(words)
+        code = _run_verb(words)
     except SystemExit as stop:  # argparse: bad usage, or --help / --version
         if stop.code not in (0, None):
             sys.stdout.write(failure_line)
@@ -87,7 +87,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return code
 
 
-def _run(words: list[str]) -> int:
+def _run_verb(words: list[str]) -> int:
     """Parse and run one verb; every failure is a one-line message and an exit code."""
     from accelkit.errors import AccelkitError
 

@@ -5,9 +5,9 @@ prints the same text."""
 
 from __future__ import annotations
 
-from accelkit.exports.dask_args import to_dask
-from accelkit.exports.gres import to_gres
-from accelkit.exports.nfd import to_nfd
-from accelkit.exports.ray_args import to_ray
+from accelkit.exports._dask import to_dask
+from accelkit.exports._gres import to_gres
+from accelkit.exports._nfd import to_nfd
+from accelkit.exports._ray import to_ray
 
 __all__ = ["to_dask", "to_gres", "to_nfd", "to_ray"]

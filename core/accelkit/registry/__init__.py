@@ -1,7 +1,7 @@
 """Plugin discovery: a :class:`Registry` holds one set of plugins, and which families they provide.
 
 Where plugins come from (:mod:`.loading`): the built-ins in
-:data:`~accelkit.registry.loading.BUILTIN_PLUGINS`, or the plugins a caller hands over, plus,
+:data:`~accelkit.registry._loading.BUILTIN_PLUGINS`, or the plugins a caller hands over, plus,
 with autoload, the third-party entry points of group ``accelkit``. Discovery runs on first use
 (never at ``import accelkit`` or when a Registry is built), once per registry, under a lock. Each
 plugin loads on its own: a plugin that fails to import, does not match the hookspecs (wrong
@@ -46,21 +46,21 @@ from accelkit import hookspecs
 from accelkit.errors import PluginError, UnknownFamily
 from accelkit.hookspecs import ENTRY_POINT_GROUP
 from accelkit.manager import AcceleratorManager
-from accelkit.registry._contract import (
-    contract_errors,
-    family_policy,
-    variables_read,
-    version_1_note,
-)
-from accelkit.registry.calls import call_each, trace_to_stderr
-from accelkit.registry.claims import (
+from accelkit.registry._calls import call_each, trace_to_stderr
+from accelkit.registry._claims import (
     Owners,
     assign_families,
     name_taken,
     replaces_builtin,
     required_error,
 )
-from accelkit.registry.loading import (
+from accelkit.registry._contract import (
+    contract_errors,
+    family_policy,
+    variables_read,
+    version_1_note,
+)
+from accelkit.registry._loading import (
     BUILTIN_PLUGINS,
     EntryPoints,
     builtin_plugins,
@@ -69,7 +69,7 @@ from accelkit.registry.loading import (
     load,
     third_party,
 )
-from accelkit.registry.records import (
+from accelkit.registry._records import (
     AUTOLOAD_OFF_VAR,
     DISABLE_VAR,
     REQUIRE_VAR,

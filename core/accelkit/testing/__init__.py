@@ -27,25 +27,25 @@ from typing import TYPE_CHECKING
 
 from accelkit._lazy import lazy_exports
 
-pytest_plugins = ["accelkit.testing.pytest_plugin"]
+pytest_plugins = ["accelkit.testing._pytest_plugin"]
 """Read only by pytest, when this package is loaded as a plugin (``-p accelkit.testing``)."""
 
 _LAZY = {
-    "AcceleratorManagerSuite": "suite",
-    "ManagerTestBase": "suite",
-    "ContractTests": "suite",
-    "DetectionTests": "suite",
-    "VisibilityTests": "suite",
-    "QuantityPlacementTests": "suite",
-    "HygieneTests": "suite",
-    "PackagingTests": "suite",
-    "Subject": "subject",
-    "Skipped": "subject",
-    "Outcome": "runner",
-    "run_checks": "runner",
-    "all_checks": "catalog",
-    "Audit": "audit",
-    "watching": "audit",
+    "AcceleratorManagerSuite": "_suite",
+    "ManagerTestBase": "_suite",
+    "ContractTests": "_suite",
+    "DetectionTests": "_suite",
+    "VisibilityTests": "_suite",
+    "QuantityPlacementTests": "_suite",
+    "HygieneTests": "_suite",
+    "PackagingTests": "_suite",
+    "Subject": "_subject",
+    "Skipped": "_subject",
+    "Outcome": "_runner",
+    "run_checks": "_runner",
+    "all_checks": "_catalog",
+    "Audit": "_audit",
+    "watching": "_audit",
     "host_builder": "fakes",
     "fake_pynvml": "fakes.nvidia",
     "fake_gpus": "fakes.nvidia",
@@ -61,9 +61,21 @@ _LAZY = {
 __all__ = list(_LAZY)
 
 if TYPE_CHECKING:
-    from accelkit.testing.audit import Audit as Audit
-    from accelkit.testing.audit import watching as watching
-    from accelkit.testing.catalog import all_checks as all_checks
+    from accelkit.testing._audit import Audit as Audit
+    from accelkit.testing._audit import watching as watching
+    from accelkit.testing._catalog import all_checks as all_checks
+    from accelkit.testing._runner import Outcome as Outcome
+    from accelkit.testing._runner import run_checks as run_checks
+    from accelkit.testing._subject import Skipped as Skipped
+    from accelkit.testing._subject import Subject as Subject
+    from accelkit.testing._suite import AcceleratorManagerSuite as AcceleratorManagerSuite
+    from accelkit.testing._suite import ContractTests as ContractTests
+    from accelkit.testing._suite import DetectionTests as DetectionTests
+    from accelkit.testing._suite import HygieneTests as HygieneTests
+    from accelkit.testing._suite import ManagerTestBase as ManagerTestBase
+    from accelkit.testing._suite import PackagingTests as PackagingTests
+    from accelkit.testing._suite import QuantityPlacementTests as QuantityPlacementTests
+    from accelkit.testing._suite import VisibilityTests as VisibilityTests
     from accelkit.testing.fakes import host_builder as host_builder
     from accelkit.testing.fakes.amd import FakeAmdGpu as FakeAmdGpu
     from accelkit.testing.fakes.amd import fake_amdgpus as fake_amdgpus
@@ -74,17 +86,5 @@ if TYPE_CHECKING:
     from accelkit.testing.fakes.nvidia import fake_gpus as fake_gpus
     from accelkit.testing.fakes.nvidia import fake_pynvml as fake_pynvml
     from accelkit.testing.fakes.nvml_c import emulated_pynvml as emulated_pynvml
-    from accelkit.testing.runner import Outcome as Outcome
-    from accelkit.testing.runner import run_checks as run_checks
-    from accelkit.testing.subject import Skipped as Skipped
-    from accelkit.testing.subject import Subject as Subject
-    from accelkit.testing.suite import AcceleratorManagerSuite as AcceleratorManagerSuite
-    from accelkit.testing.suite import ContractTests as ContractTests
-    from accelkit.testing.suite import DetectionTests as DetectionTests
-    from accelkit.testing.suite import HygieneTests as HygieneTests
-    from accelkit.testing.suite import ManagerTestBase as ManagerTestBase
-    from accelkit.testing.suite import PackagingTests as PackagingTests
-    from accelkit.testing.suite import QuantityPlacementTests as QuantityPlacementTests
-    from accelkit.testing.suite import VisibilityTests as VisibilityTests
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)

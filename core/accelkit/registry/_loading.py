@@ -24,10 +24,10 @@ from accelkit import hookspecs
 from accelkit._faults import PLUGIN_FAULTS
 from accelkit._version import VERSION
 from accelkit.manager import AcceleratorManager
+from accelkit.registry._calls import call_one
 from accelkit.registry._contract import adopt_version_1, contract_errors
-from accelkit.registry.calls import call_one
-from accelkit.registry.records import LoadedPlugin, PluginInfo, Settings, warn
-from accelkit.registry.sites import only_builtin_entry_points
+from accelkit.registry._records import LoadedPlugin, PluginInfo, Settings, warn
+from accelkit.registry._sites import only_builtin_entry_points
 
 __all__ = [
     "BUILTIN_PLUGINS",

@@ -33,10 +33,10 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from accelkit.host import Host
 from accelkit.manager import AcceleratorManager
-from accelkit.testing.catalog import Check, all_checks, checks_of
+from accelkit.testing._catalog import Check, all_checks, checks_of
+from accelkit.testing._runner import normalize_expected_failures
+from accelkit.testing._subject import Skipped, Subject
 from accelkit.testing.fakes import BrokenHostBuilder, host_builder
-from accelkit.testing.runner import normalize_expected_failures
-from accelkit.testing.subject import Skipped, Subject
 
 __all__ = [
     "AcceleratorManagerSuite",

@@ -16,8 +16,8 @@ import pluggy
 from accelkit import hookspecs
 from accelkit._distributions import metadata
 from accelkit.manager import AcceleratorManager
-from accelkit.testing.catalog import check
-from accelkit.testing.subject import Subject
+from accelkit.testing._catalog import check
+from accelkit.testing._subject import Subject
 
 GROUP = hookspecs.ENTRY_POINT_GROUP
 """The entry-point group every accelkit plugin is declared in."""

@@ -9,11 +9,11 @@ from collections.abc import Sequence
 
 from accelkit.errors import ProbeError
 from accelkit.host import LocalHost
+from accelkit.testing._audit import VENDOR_LIBRARIES
+from accelkit.testing._catalog import check
 from accelkit.testing._imports import new_modules
-from accelkit.testing.audit import VENDOR_LIBRARIES
-from accelkit.testing.catalog import check
-from accelkit.testing.packaging_checks import entries_for
-from accelkit.testing.subject import Subject
+from accelkit.testing._packaging_checks import entries_for
+from accelkit.testing._subject import Subject
 
 HEAVY_MODULES = VENDOR_LIBRARIES | frozenset(
     {

@@ -12,7 +12,7 @@ from typing import Callable
 import pytest
 
 from accelkit.host import Host
-from accelkit.testing.audit import Audit, watching
+from accelkit.testing._audit import Audit, watching
 from accelkit.testing.fakes import host_builder
 
 HostMaker = Callable[[str, int], Host]

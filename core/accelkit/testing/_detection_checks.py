@@ -15,9 +15,9 @@ from accelkit.diagnostics import collecting
 from accelkit.host import CommandResult, FakeHost, Host, HostView, ProbeEnv
 from accelkit.host._base import ProbeFunction
 from accelkit.registry import variables_read
-from accelkit.testing.catalog import check
-from accelkit.testing.subject import THROUGH_HOST, Skipped, Subject
-from accelkit.testing.watch import WatchedHost
+from accelkit.testing._catalog import check
+from accelkit.testing._subject import THROUGH_HOST, Skipped, Subject
+from accelkit.testing._watch import WatchedHost
 
 GARBAGE = "garbage output\n{[ not json, not csv ]\n\x1b[31mERROR\x1b[0m\n"
 """What a broken vendor command prints: no digits, no structure."""

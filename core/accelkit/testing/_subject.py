@@ -19,7 +19,7 @@ from accelkit.device import Device
 from accelkit.diagnostics import collecting
 from accelkit.host import Host
 from accelkit.manager import AcceleratorManager
-from accelkit.testing.audit import Audit, Forbidden, ForbiddenImport, watching
+from accelkit.testing._audit import Audit, Forbidden, ForbiddenImport, watching
 
 __all__ = ["DEFAULT_COUNTS", "THROUGH_HOST", "HostFactory", "Skipped", "Subject"]
 

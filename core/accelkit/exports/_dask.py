@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from accelkit.exports.ray_args import number
+from accelkit.exports._ray import number
 
 if TYPE_CHECKING:
     from accelkit.node._record import Node

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
-from accelkit.testing.catalog import Check, all_checks, find_check
-from accelkit.testing.subject import Skipped, Subject
+from accelkit.testing._catalog import Check, all_checks, find_check
+from accelkit.testing._subject import Skipped, Subject
 
 __all__ = [
     "FAILING",

@@ -7,8 +7,8 @@ registry's contract check validates, so it cannot disagree with them.
 
 from __future__ import annotations
 
-from accelkit.testing.catalog import check
-from accelkit.testing.subject import Subject
+from accelkit.testing._catalog import check
+from accelkit.testing._subject import Subject
 
 WHOLE_COUNTS = (1, 2, 3, 4, 5, 6, 7, 8, 16)
 """Whole-device counts tried when the family allows any whole number."""

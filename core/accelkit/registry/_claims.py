@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Optional
 
 from accelkit.manager import AcceleratorManager
-from accelkit.registry.records import DISABLE_VAR, REQUIRE_VAR, LoadedPlugin, Settings
+from accelkit.registry._records import DISABLE_VAR, REQUIRE_VAR, LoadedPlugin, Settings
 
 __all__ = ["Owners", "assign_families", "name_taken", "replaces_builtin", "required_error"]
 

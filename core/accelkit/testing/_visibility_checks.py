@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from typing import Optional
 
 from accelkit._visibility import NOTHING_VISIBLE
-from accelkit.testing.catalog import check
-from accelkit.testing.subject import Skipped, Subject
+from accelkit.testing._catalog import check
+from accelkit.testing._subject import Skipped, Subject
 
 Env = dict[str, str]
 

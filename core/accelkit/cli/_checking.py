@@ -1,6 +1,6 @@
 """The work behind ``accelkit check``: resolve the names, run the kit, report.
 
-Kept apart from :mod:`accelkit.cli.check` so that ``accelkit --help`` and the other verbs never
+Kept apart from :mod:`accelkit.cli._check` so that ``accelkit --help`` and the other verbs never
 import the conformance kit.
 """
 
@@ -20,10 +20,10 @@ from accelkit.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from accelkit.cli._common import host_from_args, print_json
 from accelkit.host import Host
 from accelkit.manager import AcceleratorManager
-from accelkit.testing.catalog import TOPICS
+from accelkit.testing._catalog import TOPICS
+from accelkit.testing._runner import Outcome, run_checks
+from accelkit.testing._subject import Subject
 from accelkit.testing.fakes import BrokenHostBuilder, host_builder
-from accelkit.testing.runner import Outcome, run_checks
-from accelkit.testing.subject import Subject
 
 _MARKS = {
     "passed": "ok",

@@ -41,6 +41,6 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check every target, print the report, and exit 1 if any check failed."""
-    from accelkit.cli.checking import run as run_checks
+    from accelkit.cli._checking import run as run_checks
 
     return run_checks(args)

@@ -10,10 +10,10 @@ from accelkit.errors import InvalidRequest
 from accelkit.manager import AcceleratorManager
 from accelkit.quantities import to_units
 from accelkit.registry import contract_errors, variables_read, version_1_note
-from accelkit.testing.audit import watching
-from accelkit.testing.catalog import check
-from accelkit.testing.subject import THROUGH_HOST, Skipped, Subject
-from accelkit.testing.watch import WatchedEnv
+from accelkit.testing._audit import watching
+from accelkit.testing._catalog import check
+from accelkit.testing._subject import THROUGH_HOST, Skipped, Subject
+from accelkit.testing._watch import WatchedEnv
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TYPE_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.\-]{0,61}[A-Za-z0-9])?$")

@@ -1,8 +1,8 @@
 """The catalogue of conformance checks, by topic, in the order they run and are reported.
 
-A check is a plain function of a :class:`~accelkit.testing.subject.Subject` that raises
+A check is a plain function of a :class:`~accelkit.testing._subject.Subject` that raises
 ``AssertionError`` with a message for the plugin author when the plugin is wrong, and
-:class:`~accelkit.testing.subject.Skipped` when it cannot run. The pytest mixins and the
+:class:`~accelkit.testing._subject.Skipped` when it cannot run. The pytest mixins and the
 ``accelkit check`` runner are both generated from this catalogue.
 """
 
@@ -12,7 +12,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
-from accelkit.testing.subject import Subject
+from accelkit.testing._subject import Subject
 
 __all__ = ["TOPICS", "Check", "all_checks", "check", "checks_of", "find_check"]
 
@@ -56,7 +56,7 @@ def check(topic: str) -> Callable[[CheckFunction], CheckFunction]:
 def all_checks() -> tuple[Check, ...]:
     """Every check, by topic in :data:`TOPICS` order, then in definition order."""
     for topic in TOPICS:
-        importlib.import_module(f".{topic}_checks", __package__)
+        importlib.import_module(f"._{topic}_checks", __package__)
     return tuple(sorted(_registered, key=lambda c: TOPICS.index(c.topic)))
 
 

@@ -24,7 +24,7 @@ from accelkit.cli._common import (
     open_ledger,
     process_text,
 )
-from accelkit.cli.env import parse_request
+from accelkit.cli._env import parse_request
 
 if TYPE_CHECKING:
     from accelkit.ledger._ledger import Ledger, LedgerView
