@@ -1,4 +1,4 @@
-"""``accelkit.tool_output.first_json``: the first spelling of a JSON flag that answers."""
+"""``accelkit.detect.first_json``: the first spelling of a JSON flag that answers."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Ledger, `accelkit run` and pool tests run on example nodes (no hardware), each with its own
-ledger file, in a clean environment: no inherited ACCELKIT_* or visibility variable, no
-third-party plugin."""
+"""Fixtures of the ledger, `accelkit run` and pool tests (tests/ledger, tests/pool), imported by
+their conftests: they run on example nodes (no hardware), each with its own ledger file, in a
+clean environment: no inherited ACCELKIT_* or visibility variable, no third-party plugin."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Fixtures for the core tests: which managers node detection sees, and a host root."""
+"""Fixtures for the node and architecture tests, imported by their conftests: which managers node
+detection sees, and a host root."""
 
 from __future__ import annotations
 
