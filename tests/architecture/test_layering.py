@@ -226,3 +226,13 @@ def test_the_pool_child_imports_only_the_standard_library() -> None:
     load there but the lazy faces it passes through."""
     assert GRAPH["pool._child"] == set()
     assert GRAPH["pool"] <= {"_lazy"}
+
+
+def test_no_core_module_is_over_500_lines() -> None:
+    """DESIGN's layout: a module that outgrows 500 lines is doing more than one job; split it."""
+    long = {
+        module_name(p): n
+        for p in CORE.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 500
+    }
+    assert not long, f"modules over 500 lines: {long}"
