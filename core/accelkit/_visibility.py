@@ -37,13 +37,27 @@ def is_index(token: str) -> bool:
 def split_ids(
     value: Optional[str], nothing: Sequence[str] = NOTHING_VISIBLE
 ) -> Optional[list[str]]:
-    """``"0, 1,2"`` -> ``["0", "1", "2"]``; None (unset) stays None; a sentinel gives ``[]``."""
+    """``"0, 1,2"`` -> ``["0", "1", "2"]``; None (unset) stays None; a sentinel gives ``[]``.
+
+    A sentinel means "nothing visible" only as the whole value. Among ids (``"NoDevFiles,0"``,
+    what appending ids to a SLURM value gives) it is a token no runtime reads as a device, and
+    the list ends there, as CUDA, HIP, ROCr and CANN end theirs at the first token they cannot
+    read: ``"0,NoDevFiles,1"`` is ``["0"]``, and the marker never becomes a device id. Empty
+    tokens are skipped (reading is tolerant); a family whose runtime stops at them says so in
+    its own ``read_visible``.
+    """
     if value is None:
         return None
     stripped = value.strip()
     if stripped in nothing:
         return []
-    return [token.strip() for token in stripped.split(",") if token.strip()]
+    tokens: list[str] = []
+    for token in (t.strip() for t in stripped.split(",")):
+        if token and token in nothing:
+            break
+        if token:
+            tokens.append(token)
+    return tokens
 
 
 def valid_prefix(

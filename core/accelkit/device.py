@@ -28,7 +28,7 @@ class Device:
     ``index`` from the detection order. ``id`` is the token the family's variable takes on this
     node ("0", "GPU-…", "MIG-…", a Gaudi module id), so a grant's ids can be written as they are.
     A partition names its parent's id in ``parent``; a partition and its parent are never both
-    allocatable.
+    allocatable. An ``exclusive`` device admits one process at a time, so it is granted whole.
     """
 
     id: str
@@ -45,6 +45,11 @@ class Device:
     source: str = ""
     """Where the device's facts came from, for diagnostics ("library", "command", "sysfs",
     "devfs", "env", "override", "snapshot"); ``""`` until a detection layer or the core sets it."""
+    exclusive: bool = False
+    """The device admits one process at a time (NVIDIA's ``Exclusive_Process`` compute mode): it
+    is granted whole, to one grant, never as a fraction and never shown to a grant's peers
+    (``Grant.env(peers=...)``). Carried in a node's JSON only when True, so a node without such
+    devices reads as it always did."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -64,16 +69,22 @@ class Device:
                 raise ValueError(f"Device {name} must be a str, got {shown(value)}")
         if self.index is not None and self.index < 0:
             raise ValueError(f"Device index must be a non-negative int, got {shown(self.index)}")
+        if not isinstance(self.exclusive, bool):
+            raise ValueError(f"Device exclusive must be True or False, got {shown(self.exclusive)}")
 
     def replace(self, **changes: Any) -> Device:
         """A copy with ``changes`` applied (the dataclass is frozen)."""
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field, JSON-ready; :meth:`from_dict` restores an equal device."""
+        """Every field, JSON-ready (``exclusive`` only when True); :meth:`from_dict` restores an
+        equal device."""
         # Every field is a plain value, so no deep copy (``dataclasses.asdict``) is needed: this
         # runs for each device of each grant a ledger records.
-        return {name: getattr(self, name) for name in _FIELDS}
+        data = {name: getattr(self, name) for name in _FIELDS}
+        if self.exclusive:
+            data["exclusive"] = True
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Device:
@@ -87,7 +98,8 @@ class Device:
             raise InvalidData(f"malformed device: {exc}") from None
 
 
-_FIELDS = tuple(f.name for f in dataclasses.fields(Device))
+_FIELDS = tuple(f.name for f in dataclasses.fields(Device) if f.name != "exclusive")
+"""The fields :meth:`Device.to_dict` always writes (``exclusive`` only when it is True)."""
 _WHOLE_FIELDS = ("index", "memory_bytes", "numa_node")
 _REQUIRED_TEXT = ("family", "resource_name", "source")
 _TEXT_FIELDS = (*_REQUIRED_TEXT, "type_label", "model", "uuid", "pci_bus_id", "parent")

@@ -92,6 +92,13 @@ class Frameworks:
     collectives between co-located workers need; False where a device belongs to one process
     (Neuron cores, TPU chips behind libtpu)."""
 
+    platform: Optional[str] = None
+    """The hardware's name in XLA-based frameworks, where ``device`` does not say it: JAX's
+    ``Device.platform`` (``jax.devices("tpu")``), upper-cased TensorFlow's device type
+    (``/device:TPU:0``). PyTorch/XLA names TPU chips and NeuronCores alike ``"xla"``, so those
+    families declare ``"tpu"`` and ``"neuron"``. None: taken from ``device``, with CUDA's
+    ``"cuda"`` as ``"gpu"`` (JAX and TensorFlow call CUDA and ROCm GPUs that)."""
+
 
 class AcceleratorManager:
     """One accelerator family: how to find its devices and how to make a process see them.

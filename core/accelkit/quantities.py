@@ -97,10 +97,39 @@ def _number(value: object, what: str) -> Union[int, float]:
     """
     if isinstance(value, bool) or not isinstance(value, (Real, Decimal)):
         raise InvalidRequest(f"{what} must be a number, got {shown(value)}: {_RIGHT}")
-    if _too_large(value):
+    try:
+        number = _converted(value, what)
+    except InvalidRequest:  # a ValueError too, already saying what is wrong
+        raise
+    except _UNREADABLE as exc:
         raise InvalidRequest(
-            f"{what} {shown(value)} is above the largest quantity: ask for at most {MAX_QUANTITY}"
-        )
+            f"{what} {shown(value)} is a {type(value).__name__} that cannot be read as a number "
+            f"({type(exc).__name__}: {shown(str(exc), 60)}): ask for an int, a float, a "
+            "Fraction or a Decimal"
+        ) from None
+    finite = isinstance(number, int) or math.isfinite(number)
+    if finite and abs(number) > MAX_QUANTITY:  # a claimed number's abs() and float() disagreed
+        raise _too_large_error(value, what)
+    return number
+
+
+def _too_large_error(value: object, what: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"{what} {shown(value)} is above the largest quantity: ask for at most {MAX_QUANTITY}"
+    )
+
+
+_UNREADABLE = (TypeError, ValueError, ArithmeticError, AttributeError)
+"""What reading a value that only claims to be a number raises: a class registered as
+``numbers.Real`` may lack ``abs()``, ``float()`` or ``denominator``, or answer them with
+nonsense (``abs()`` giving text that cannot be compared)."""
+
+
+def _converted(value: Union[Real, Decimal], what: str) -> Union[int, float]:
+    """:func:`_number` for a value that is a number by type; a registered ``numbers.Real``
+    without the number protocol raises one of :data:`_UNREADABLE` here."""
+    if _too_large(value):
+        raise _too_large_error(value, what)
     if isinstance(value, Decimal):
         if value.is_nan():  # a signalling NaN cannot even become a float
             raise InvalidRequest(f"{what} {shown(value)} must be finite: {_RIGHT}")

@@ -6,6 +6,12 @@ family's rules from its manager: the quantity rule per worker, the collective ba
 framework device. It also refuses what Ray quietly changes: ``use_gpu`` with 0 GPUs per worker
 (Ray makes it 1), GPUs and TPUs in one plan, a TPU plan whose workers cannot fill its slice.
 
+TPU plans mean what Ray Train's guide says: each worker is one TPU VM host, so ``num_workers`` is
+a multiple of the slice's hosts and counts slices (8 workers on a 4-host slice are two slices);
+``resources_per_worker={"TPU": 2}`` makes each worker use 2 of its host's chips and leaves the
+worker count alone. Each slice's first bundle holds the slice's head resource, so a scheduler
+reserves one head per slice, as Ray reserves each slice by its head before placing the rest.
+
 Slice shapes (:func:`tpu_slice`) belong to the family whose hosts form multi-host slices: the
 plan asks that family's manager for them through a method the plugin offers,
 ``slice_shape(accelerator_type, topology)``, which is no member of the plugin contract. The TPU
@@ -115,10 +121,12 @@ class ScalingConfig:
     (``{"GPU": 0.5, "CPU": 4}``), and 1 CPU unless it names CPUs. ``accelerator_type``
     ("A100") lands every worker on that type. TPU plans take their slice from
     ``accelerator_type`` and ``topology``, shaped by the family (as :func:`tpu_slice` shows
-    them): each worker gets a host's chips
-    unless it asks for fewer, and the workers must fill whole slices. ``backend`` overrides the
-    family's declared collective backend. Every refusal is a ``ValueError`` naming the value.
-    ``registry`` supplies the families (None: the default one).
+    them): each worker is one host of a slice and gets the host's chips unless it asks for
+    fewer (``{"TPU": 2}``: 2 of each host's chips, still one worker a host); ``num_workers``
+    must be a multiple of the slice's hosts, ``slices`` says how many slices it fills and
+    :meth:`slice_of` which slice each worker is on. ``backend`` overrides the family's
+    declared collective backend. Every refusal is a ``ValueError`` naming the value and what
+    the user can do instead. ``registry`` supplies the families (None: the default one).
     """
 
     def __init__(
@@ -173,7 +181,8 @@ class ScalingConfig:
         devices = {m.resource_name for m in self._registry.managers()}
         stray = sorted(r for r in wanted if r in devices and r != resource)
         if stray:
-            hint = "set use_gpu=True" if stray == [GPU] else f"set accelerator={stray[0]!r}"
+            spelled = {GPU: "set use_gpu=True", TPU: "set use_tpu=True"}
+            hint = spelled.get(stray[0], f"set accelerator={stray[0]!r}")
             raise ValueError(
                 f"resources_per_worker asks for {stray[0]} {wanted[stray[0]]!r}, but the plan "
                 f"does not use {stray[0]}: {hint}"
@@ -196,12 +205,12 @@ class ScalingConfig:
         if self.resource == TPU:
             per_worker[TPU] = self._tpu_per_worker(per_worker.get(TPU))
         elif self.resource is not None:
-            amount = per_worker.setdefault(self.resource, 1.0)
-            if amount == 0:
-                raise ValueError(
-                    f"the plan uses {self.resource}, but resources_per_worker gives each worker "
-                    f"{self.resource} 0; give a positive amount or drop the accelerator"
-                )
+            per_worker.setdefault(self.resource, 1.0)
+        if self.resource is not None and per_worker[self.resource] == 0:
+            raise ValueError(
+                f"the plan uses {self.resource}, but resources_per_worker gives each worker "
+                f"{self.resource} 0; give a positive amount or drop the accelerator"
+            )
         if self.accelerator_type is not None and self.resource != TPU:
             if self.resource is None:
                 raise ValueError(
@@ -211,7 +220,13 @@ class ScalingConfig:
         return per_worker
 
     def _tpu_per_worker(self, asked: Optional[float]) -> float:
-        """Chips a TPU worker takes; the slice from accelerator_type and topology."""
+        """Chips a TPU worker takes, one worker a host of the slice that accelerator_type and
+        topology shape; sets how many slices the workers fill.
+
+        The chips asked for never change how many workers a slice holds: Ray Train's override
+        (``{"TPU": 2}`` on a 4-chip host) leaves each worker its own host. Which counts a host
+        splits into (1, 2, 4, 8 chips) is the family's quantity rule, checked afterwards.
+        """
         if self.accelerator_type is None or self.topology is None:
             if self.num_workers > 1:
                 raise ValueError(
@@ -220,22 +235,29 @@ class ScalingConfig:
                 )
             return 1.0 if asked is None else asked
         self.tpu = _pod_slice(self.managers, self.accelerator_type, self.topology)
-        per_host = self.tpu.chips_per_host
-        chips = per_host if asked is None else asked
-        if chips <= 0 or chips != int(chips) or per_host % int(chips):
+        hosts, per_host = self.tpu.hosts, self.tpu.chips_per_host
+        chips = float(per_host) if asked is None else asked
+        if chips > per_host:
             raise ValueError(
-                f"TPU {chips:g} per worker does not divide the {per_host} chips of a "
-                f"{self.tpu.pod_type} host; ask for a divisor of {per_host}"
+                f"resources_per_worker asks for TPU {chips:g}, but each worker is one "
+                f"{self.tpu.pod_type} host, which has {per_host} chips: ask for at most "
+                f"{per_host}, or leave TPU out to use the whole host"
             )
-        per_slice = self.tpu.hosts * (per_host // int(chips))
-        if self.num_workers % per_slice:
+        if self.num_workers % hosts:
+            below = self.num_workers // hosts * hosts
+            counts = " or ".join(
+                f"{n} ({n // hosts} slice{'s' if n > hosts else ''})"
+                for n in (below, below + hosts)
+                if n
+            )
             raise ValueError(
-                f"{self.num_workers} workers with {int(chips)} chips each do not fill whole "
-                f"{self.tpu.pod_type} slices ({self.tpu.hosts} host(s) of {per_host} chips, "
-                f"{per_slice} workers a slice); use a multiple of {per_slice} workers"
+                f"{self.num_workers} TPU workers do not fill whole {self.tpu.pod_type} slices: "
+                f"each worker is one host and a {self.topology} slice has {hosts} hosts, so "
+                f"num_workers is a multiple of {hosts}, such as {counts}; resources_per_worker "
+                "sets the chips each worker uses on its host, not the number of workers"
             )
-        self.slices = self.num_workers // per_slice
-        return float(chips)
+        self.slices = self.num_workers // hosts
+        return chips
 
     def _owners(
         self, resource: Optional[str], accelerator: Optional[str]
@@ -259,7 +281,14 @@ class ScalingConfig:
                 return
             except InvalidRequest as error:
                 problems.append(str(error))
-        raise ValueError(f"each worker's {self.resource} {amount:g} is refused: {problems[0]}")
+        host = ""
+        if self.tpu is not None:
+            host = (
+                f" (each worker is one {self.tpu.pod_type} host of {self.tpu.chips_per_host} chips)"
+            )
+        raise ValueError(
+            f"each worker's {self.resource} {amount:g} is refused: {problems[0]}{host}"
+        )
 
     def _backend(self) -> str:
         """The collective backend the accelerator's family declares, gloo without one."""
@@ -271,12 +300,42 @@ class ScalingConfig:
     # -- the plan -----------------------------------------------------------------------------
     @property
     def bundles(self) -> list[dict[str, float]]:
-        """One resource bundle per worker; on a TPU slice the first also takes the slice's head
-        resource, so worker 0 lands on the host that starts the others."""
+        """One resource bundle per worker. On TPU slices the first bundle of each slice also
+        takes the slice's head resource (one per slice, single-host slices too): reserving the
+        heads reserves the slices, and each slice's first worker lands on the host that starts
+        the others."""
         bundles = [dict(self.per_worker_resources) for _ in range(self.num_workers)]
-        if self.tpu is not None and self.tpu.hosts > 1:
-            bundles[0][self.tpu.head_resource] = 1.0
+        if self.tpu is not None:
+            for first in range(0, self.num_workers, self.tpu.hosts):
+                bundles[first][self.tpu.head_resource] = 1.0
         return bundles
+
+    @property
+    def placement_strategy(self) -> str:
+        """How a scheduler spreads the bundles, in Ray's placement-group words: on TPU slices
+        ``"STRICT_SPREAD"``, since each worker is a host of its own even when it uses only
+        some of the host's chips; otherwise ``"PACK"``, Ray Train's default."""
+        return "STRICT_SPREAD" if self.tpu is not None else "PACK"
+
+    def slice_of(self, worker: int) -> int:
+        """The slice (0 .. ``slices`` - 1) that ``worker`` (its rank, the index of its bundle)
+        runs on: each slice's workers are consecutive, its first one holding the head.
+
+        ``ValueError`` for a rank outside the plan, or a plan on no TPU slice.
+        """
+        if self.tpu is None:
+            raise ValueError(
+                "this plan runs on no TPU slice, so its workers have no slice: a plan with "
+                "use_tpu=True, accelerator_type and topology has slices"
+            )
+        if isinstance(worker, bool) or not isinstance(worker, int):
+            raise ValueError(f"a worker is its rank, a whole number, not {worker!r}")
+        if not 0 <= worker < self.num_workers:
+            raise ValueError(
+                f"worker {worker} is not in this plan of {self.num_workers} workers "
+                f"(ranks 0 to {self.num_workers - 1})"
+            )
+        return worker // self.tpu.hosts
 
     @property
     def total_resources(self) -> dict[str, float]:

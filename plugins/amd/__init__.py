@@ -12,8 +12,11 @@ Detection: amdsmi, else ``amd-smi list``/``static`` JSON (field names move betwe
 releases, so they are looked up leniently), else the KFD topology (partitions of a card in
 CPX/TPX mode are nodes of their own), else DRM cards deduplicated by bus id. Whichever layer
 answers, ids are renumbered in KFD order by bus id, because that is the order ROCr counts in.
-The type label comes from the PCI device id, offline; an unknown id keeps the market name, and
-without one it is ``AMD-GPU-<device id in hex>`` (``AMD-GPU-640f``).
+The type label comes from the PCI device id, offline (a virtual function's is its product's);
+an unknown id keeps the market name, and without one it is ``AMD-GPU-<device id in hex>``
+(``AMD-GPU-640f``). A card split into compute partitions (DPX, QPX, CPX) is several GPUs, each
+with its own id, memory and UUID, labelled with the mode (``partitions``). A Ryzen integrated GPU
+that ROCm does not support is counted in ROCr's numbering but never offered.
 Frameworks name the device ``cuda`` and the collective backend ``nccl`` on ROCm too (PyTorch's
 ``nccl`` backend runs RCCL there).
 """
@@ -24,7 +27,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from accelkit import AcceleratorManager, Device, Frameworks, Host, hookimpl
+from accelkit import AcceleratorManager, Device, Frameworks, Host, hookimpl, note
 from accelkit.detect import (
     detect_layers,
     drm_devices,
@@ -44,6 +47,7 @@ from accelkit.detect import (
 )
 
 from .kfd import in_rocr_order, kfd_bus_id, kfd_gpu_nodes
+from .partitions import with_partitions
 
 PRODUCTS = {  # PCI device id -> type label (the id is the one fact every layer, sysfs too, gives)
     0x66A1: "AMD-Instinct-MI50",
@@ -58,7 +62,16 @@ PRODUCTS = {  # PCI device id -> type label (the id is the one fact every layer,
     0x74A9: "AMD-Instinct-MI300X-HF",
     0x75A0: "AMD-Instinct-MI350X-OAM",
     0x75A3: "AMD-Instinct-MI355X-OAM",
+    # Virtual functions (SR-IOV guests: cloud VMs) are labelled as the product they are part of.
+    0x74B5: "AMD-Instinct-MI300X-OAM",  # pci.ids: "Instinct MI300X VF"
+    0x74B9: "AMD-Instinct-MI325X-OAM",  # "Instinct MI325X VF"
+    0x74BD: "AMD-Instinct-MI300X-HF",  # "Instinct MI300X HF", the VF id beside 0x74B5/0x74B9
 }
+# Ryzen integrated GPUs ROCm does not support: ROCr still counts them (they take an ordinal),
+# and work sent to one faults, so they are never offered. Other Ryzen iGPUs' ids are not
+# confirmed here; an unknown one keeps its market-name label and is offered.
+INTEGRATED = {0x164E: "AMD-Radeon-Raphael-iGPU"}  # Ryzen 7000 (gfx1036)
+LABELS = {**PRODUCTS, **INTEGRATED}
 ROCR_TOKEN = re.compile(r"[0-9]+|GPU-[0-9A-Za-z]+")  # an index or a ROCr UUID
 NO_DRIVER = ("AMDSMI_STATUS_DRIVER_NOT_LOADED",)  # amdsmi_init without amdgpu: an absent stack
 AMD_VENDOR = 0x1002
@@ -104,9 +117,20 @@ class AmdManager(AcceleratorManager):
         return {**rocr, "HIP_VISIBLE_DEVICES": hip, "CUDA_VISIBLE_DEVICES": None}
 
     def detect(self, host: Host) -> list[Device]:
-        """amdsmi, else amd-smi's JSON, else the KFD topology, else DRM cards; in ROCr's order."""
+        """amdsmi, else amd-smi's JSON, else the KFD topology, else DRM cards; in ROCr's order,
+        compute partitions with their own facts (``partitions``), integrated GPUs left out."""
         layers = (("library", from_amdsmi), ("command", from_amd_smi), ("sysfs", from_kfd))
-        return in_rocr_order(host, detect_layers(host, *layers, ("sysfs", from_drm)))
+        found = in_rocr_order(host, detect_layers(host, *layers, ("sysfs", from_drm)))
+        return [d for d in with_partitions(host, found) if offered(d)]
+
+
+def offered(device: Device) -> bool:
+    """Whether a GPU is offered: an integrated GPU ROCm does not support is not (it keeps its
+    ROCr ordinal, so the others keep theirs)."""
+    if device.type_label not in INTEGRATED.values():
+        return True
+    note(f"GPU {device.id} ({device.type_label}) is an integrated GPU ROCm does not support")
+    return False
 
 
 def gpu(host: Host, index: int, facts: Any, bus: object, memory: Optional[int] = None) -> Device:
@@ -118,7 +142,7 @@ def gpu(host: Host, index: int, facts: Any, bus: object, memory: Optional[int] =
     market, serial = find_field(facts, "market_name"), find_field(facts, "asic_serial", "unique_id")
     model = market if isinstance(market, str) and market not in ("", "N/A") else None
     uuid = f"GPU-{n:016x}" if (n := parse_int(serial, 16)) else None
-    label = PRODUCTS.get(device_id or 0) or sanitize_label(
+    label = LABELS.get(device_id or 0) or sanitize_label(
         model or (f"GPU-{device_id:04x}" if device_id else None), prefix="AMD"
     )
     memory = memory or read_int(host, f"{pci}/mem_info_vram_total", 10)

@@ -14,7 +14,14 @@ from typing import Optional
 from accelkit import Device, Host
 from accelkit.detect import is_index, parse_int
 
-__all__ = ["in_rocr_order", "kfd_bus_id", "kfd_gpu_nodes"]
+__all__ = ["MEMORY", "in_rocr_order", "kfd_bus_id", "kfd_gpu_nodes"]
+
+BASE = "/sys/class/kfd/kfd/topology/nodes"
+MEMORY = "mem_banks.size_in_bytes"
+"""Where :func:`kfd_gpu_nodes` puts a node's memory from its ``mem_banks`` (not a KFD property
+name): the sum of its frame-buffer banks' ``size_in_bytes``, right per compute partition where
+sysfs ``mem_info_vram_total`` gives the whole card."""
+FRAME_BUFFER = (1, 2)  # heap_type of HSA_HEAPTYPE_FRAME_BUFFER_PUBLIC and _PRIVATE banks
 
 
 def kfd_gpu_nodes(host: Host) -> Optional[list[dict[str, int]]]:
@@ -22,19 +29,35 @@ def kfd_gpu_nodes(host: Host) -> Optional[list[dict[str, int]]]:
 
     Each ``/sys/class/kfd/kfd/topology/nodes/<n>/properties`` is ``name value`` lines; CPU nodes
     have ``simd_count 0`` and are skipped. ROCr numbers its GPUs in this order, partitions
-    (CPX/TPX modes) included. None when there is no KFD topology.
+    (CPX/TPX modes) included. Each node's frame-buffer memory is under :data:`MEMORY` when its
+    ``mem_banks`` give it. None when there is no KFD topology.
     """
-    base = "/sys/class/kfd/kfd/topology/nodes"
-    if not host.is_dir(base):
+    if not host.is_dir(BASE):
         return None
     nodes: list[dict[str, int]] = []
-    for name in sorted(host.listdir(base), key=_node_number):
-        lines = (host.read_text(f"{base}/{name}/properties") or "").splitlines()
-        pairs = (line.split(None, 1) for line in lines)
-        properties = {p[0]: n for p in pairs if len(p) == 2 and (n := parse_int(p[1])) is not None}
+    for name in sorted(host.listdir(BASE), key=_node_number):
+        properties = _properties(host, f"{BASE}/{name}/properties")
         if properties.get("simd_count", 0) > 0:
-            nodes.append(properties)
+            memory = _memory(host, f"{BASE}/{name}/mem_banks")
+            nodes.append(properties if memory is None else {**properties, MEMORY: memory})
     return nodes
+
+
+def _properties(host: Host, path: str) -> dict[str, int]:
+    """A KFD ``properties`` file: ``name value`` lines, the integer ones."""
+    lines = (host.read_text(path) or "").splitlines()
+    pairs = (line.split(None, 1) for line in lines)
+    return {p[0]: n for p in pairs if len(p) == 2 and (n := parse_int(p[1])) is not None}
+
+
+def _memory(host: Host, banks: str) -> Optional[int]:
+    """The sum of a node's frame-buffer ``mem_banks`` sizes; None when it lists none."""
+    sizes = [_properties(host, f"{banks}/{bank}/properties") for bank in host.listdir(banks)]
+    frame_buffer = [p for p in sizes if p.get("heap_type") in FRAME_BUFFER]
+    found = [p["size_in_bytes"] for p in frame_buffer if "size_in_bytes" in p]
+    if not found:
+        return None
+    return sum(found)
 
 
 def kfd_bus_id(properties: Mapping[str, int]) -> Optional[str]:

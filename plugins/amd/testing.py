@@ -27,6 +27,7 @@ __all__ = [
     "amd_smi_list_output",
     "amd_smi_static_output",
     "make_host",
+    "write_partition_mode",
     "write_sysfs",
 ]
 
@@ -75,7 +76,8 @@ def amd_smi_static_output(gpus: Sequence[FakeAmdGpu]) -> str:
 
 
 def write_sysfs(root: pathlib.Path, gpus: Sequence[FakeAmdGpu], cpu_nodes: int = 2) -> None:
-    """KFD topology, DRM card and render nodes, and PCI functions of ``gpus``."""
+    """KFD topology (each GPU node's VRAM in its ``mem_banks``), DRM card and render nodes, and
+    PCI functions of ``gpus``. Compute partitions of one card are ``gpus`` sharing a bus id."""
     nodes = root / "sys/class/kfd/kfd/topology/nodes"
     for number in range(cpu_nodes):
         (nodes / str(number)).mkdir(parents=True, exist_ok=True)
@@ -96,6 +98,12 @@ def write_sysfs(root: pathlib.Path, gpus: Sequence[FakeAmdGpu], cpu_nodes: int =
             f"device_id {gpu.device_id}\nlocation_id {location}\ndomain {int(domain, 16)}\n"
             f"unique_id {gpu.serial}\nnuma_node {gpu.numa_node}\ngfx_target_version 90402\n"
         )
+        bank = node / "mem_banks/0"
+        bank.mkdir(parents=True, exist_ok=True)
+        (bank / "properties").write_text(
+            f"heap_type 1\nsize_in_bytes {gpu.vram_mib * MIB}\nflags 0\nwidth 8192\n"
+            "mem_clk_max 2600\n"
+        )
         pci = root / "sys/bus/pci/devices" / gpu.bus_id
         pci.mkdir(parents=True, exist_ok=True)
         for name, value in (
@@ -112,6 +120,15 @@ def write_sysfs(root: pathlib.Path, gpus: Sequence[FakeAmdGpu], cpu_nodes: int =
             (drm / entry).mkdir(exist_ok=True)
             if not (drm / entry / "device").is_symlink():
                 os.symlink(f"/sys/bus/pci/devices/{gpu.bus_id}", drm / entry / "device")
+
+
+def write_partition_mode(root: pathlib.Path, bus_id: str, mode: str, vram_mib: int) -> None:
+    """A card's ``current_compute_partition`` (``"CPX"``) and its whole VRAM, which the driver's
+    ``mem_info_vram_total`` keeps giving in every partition mode."""
+    pci = root / "sys/bus/pci/devices" / bus_id
+    pci.mkdir(parents=True, exist_ok=True)
+    (pci / "current_compute_partition").write_text(f"{mode}\n")
+    (pci / "mem_info_vram_total").write_text(f"{vram_mib * MIB}\n")
 
 
 def make_host(count: int, root: pathlib.Path) -> FakeHost:

@@ -9,11 +9,14 @@ it is never read as logical ids. A request may take a fraction of one NPU.
 Detection: pyACL in a probe process (its initialisation can block), else ``npu-smi info -m`` (the
 NPU ID / Chip ID / Chip Logic ID / Chip Name table; a card's MCU has no logic id and is skipped),
 else ``npu-smi info -l`` (chips per card), else the ``/dev/davinci<N>`` files. The last two give
-no logic-id mapping, so they only *count* chips and number them 0..N-1 as CANN does.
+no logic-id mapping, so they only *count* chips and number them 0..N-1 as CANN does. An Atlas A3
+chip has one label whichever layer names it (``Ascend910C``; see ``A3_LABEL``).
 """
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, Callable, Optional
@@ -35,6 +38,10 @@ RUNTIME_VAR = "ASCEND_RT_VISIBLE_DEVICES"
 CHIP_MAP = ("npu-smi", "info", "-m")
 CARD_LIST = ("npu-smi", "info", "-l")
 DEVICE_FILES = "/dev/davinci"  # + physical id; davinci_manager, devmm_svm, hisi_hdc are not chips
+# Atlas A3 (Ascend 910C): pyACL names the SoC "Ascend910_93xx" (9391, 9392, 9382, ...) while
+# npu-smi's chip map says "Ascend910" for each of the two chips an A3 NPU id has. Both layers
+# give this one label (the exact SoC name stays the model, where pyACL gives it).
+A3_SOC, A3_CHIP, A3_LABEL = re.compile(r"Ascend910_93\d\d"), "Ascend910", "Ascend910C"
 
 
 class AscendManager(AcceleratorManager):
@@ -68,11 +75,14 @@ def logical_ids(value: Optional[str]) -> Optional[list[str]]:
     return None if value is None else valid_prefix(value.split(","), is_index)
 
 
-def soc_label(name: Optional[str]) -> Optional[str]:
-    """The SoC name as pyACL reports it: npu-smi's "Ascend 910B3" is "Ascend910B3"."""
+def soc_label(name: Optional[str], chips_per_npu: int = 1) -> Optional[str]:
+    """The SoC name as pyACL reports it: npu-smi's "Ascend 910B3" is "Ascend910B3"; an A3 chip
+    (pyACL's "Ascend910_9392", npu-smi's "Ascend910" two to an NPU id) is "Ascend910C"."""
     compact = "".join((name or "").split())
     if not compact:
         return None
+    if A3_SOC.fullmatch(compact) or (compact == A3_CHIP and chips_per_npu == 2):
+        return A3_LABEL
     return compact
 
 
@@ -117,10 +127,13 @@ def from_chip_map(host: Host) -> Optional[list[Device]]:
         if rows is not None:
             note(f"`npu-smi info -m` has no 'Chip Logic ID' column: {list(rows[0])}", "warning")
         return None
+    chips = [row for row in rows if is_index(row["Chip Logic ID"])]  # "-": a card's MCU
+    per_npu = Counter(row.get("NPU ID") for row in chips)
     devices = [
-        Device(id=str(int(logic)), model=name or None, type_label=soc_label(name))
-        for logic, name in ((row["Chip Logic ID"], row.get("Chip Name")) for row in rows)
-        if is_index(logic)  # "-": the card's MCU, not a compute chip
+        Device(id=str(int(logic)), model=name or None, type_label=soc_label(name, per_npu[npu]))
+        for logic, name, npu in (
+            (r["Chip Logic ID"], r.get("Chip Name"), r.get("NPU ID")) for r in chips
+        )
     ]
     return sorted(devices, key=lambda d: int(d.id))
 

@@ -1,9 +1,11 @@
 """Intel GPUs (Level Zero): ``ONEAPI_DEVICE_SELECTOR=level_zero:<ids>``, stacks as root devices.
 
-Ids are Level Zero root-device ordinals under the effective ``ZE_FLAT_DEVICE_HIERARCHY``: in
-FLAT mode (the default) each stack of a card is a root device of its own (a Max 1550 is two, a
-Max 1100 one); in COMPOSITE or COMBINED mode a card is one. A stack is not a partition of an
-allocatable card, so it has no ``parent``; its card is its ``pci_bus_id``.
+Ids are the root-device ordinals ``ONEAPI_DEVICE_SELECTOR`` takes under the effective
+``ZE_FLAT_DEVICE_HIERARCHY``: in FLAT mode (the default) each stack of a card is a root device of
+its own (a Max 1550 is two, a Max 1100 one); in COMBINED mode Level Zero shows cards but SYCL
+still numbers stacks as root devices, so ids are numbered as in FLAT; in COMPOSITE mode a card is
+one. A stack is not a partition of an allocatable card, so it has no ``parent``; its card is its
+``pci_bus_id``.
 
 Ids count in PCI order in every layer: a grant writes ``ZE_ENABLE_PCI_ID_DEVICE_ORDER=1`` (Level
 Zero's own order is the driver's otherwise) and the dpctl probe runs with it. ``ZE_AFFINITY_MASK``
@@ -53,6 +55,7 @@ PRODUCTS = {  # product -> PCI device ids, for layers that name a card only by i
     "Flex 140": (0x56C1,),
     "Arc A770": (0x56A0,),
     "Arc A750": (0x56A1,),
+    "Arc B580": (0xE20B,),  # Battlemage, on the xe driver (other Battlemage ids: not confirmed)
 }
 MODELS = {pci: product for product, ids in PRODUCTS.items() for pci in ids}
 # Discrete products -> labels; a name matching neither is not a discrete GPU (for dpctl).
@@ -62,6 +65,9 @@ TYPE_LABELS = (
 )
 DISCRETE = re.compile("|".join(pattern for pattern, _ in TYPE_LABELS), re.IGNORECASE)
 STACKS = {"Intel-GPU-Max-1550": 2, "Intel-GPU-Max-1450": 2, "Intel-GPU-Max-1350": 2}
+# Hierarchies in which SYCL (whose numbering ONEAPI_DEVICE_SELECTOR uses) lists each stack as a
+# root device: FLAT, and COMBINED, where Level Zero itself shows cards but SYCL still shows stacks.
+STACKS_ARE_ROOTS = ("FLAT", "COMBINED")
 INTEGRATED_BUS = "0000:00:02.0"
 MASK_ID = re.compile(r"^[0-9]+(\.[0-9]+)?$")  # a device or device.stack; no selector syntax
 XPU_SMI = ("xpu-smi", "discovery", "-j")
@@ -133,8 +139,8 @@ def card(host: Host, name: Any, pci: Any, bus: Any, uuid: Any = None, memory: An
         note(f"{model} ({bus_id or 'no bus id'}) is an integrated GPU: counted, not offered")
         return [None]
     label = type_label(model, TYPE_LABELS, ("Graphics",), "Intel")
-    flat = host.env.get("ZE_FLAT_DEVICE_HIERARCHY", "FLAT").strip().upper() == "FLAT"
-    stacks = STACKS.get(label or "", 1) if bus_id and flat else 1
+    hierarchy = host.env.get("ZE_FLAT_DEVICE_HIERARCHY", "FLAT").strip().upper()
+    stacks = STACKS.get(label or "", 1) if bus_id and hierarchy in STACKS_ARE_ROOTS else 1
     uuid = str(uuid) if uuid and stacks == 1 else None  # a card's UUID names none of its stacks
     facts = {"model": model, "uuid": uuid, "memory_bytes": parse_int(memory), "pci_bus_id": bus_id}
     return [Device("0", type_label=label, **facts)] * stacks

@@ -24,6 +24,7 @@ from accelkit import (
     note,
 )
 from accelkit.detect import (
+    MAX_DEVICES,
     detect_layers,
     device_count,
     first_records,
@@ -46,6 +47,13 @@ SYSFS = "/sys/devices/virtual/neuron_device"
 # (a trn2.48xlarge at LNC=2 lists 16 devices of 4): only sysfs counts physical cores.
 COMMANDS = (("neuron-ls", "--output-format", "json"), ("neuron-ls", "--json-output"))
 FIELDS = ("neuron_device", "nc_count", "memory_size")
+SCHEDULING = Scheduling(
+    placement=CONTIGUOUS,
+    partitions_per_grant=None,  # cores name their device in ``parent``, yet are ordinary units
+)
+# Trn1's collectives accept 1, 2, 8, 16 or a multiple of 32 cores (Neuron's Trn1 notes): on a
+# node of Trainium1 devices those are the quantities a request may take.
+TRN1, TRN1_CORES, TRN1_GROUP = "Trainium1", (1, 2, 8, 16), 32
 
 
 class NeuronManager(AcceleratorManager):
@@ -57,11 +65,8 @@ class NeuronManager(AcceleratorManager):
     visible_devices_env_var = VISIBLE
     env_vars_read = (VISIBLE, NUM_CORES, LNC)
     fractional = False
-    scheduling = Scheduling(
-        placement=CONTIGUOUS,
-        partitions_per_grant=None,  # cores name their device in ``parent``, yet are ordinary units
-    )
-    frameworks = Frameworks(device="xla", collective="xla")
+    scheduling = SCHEDULING
+    frameworks = Frameworks(device="xla", collective="xla", platform="neuron")
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
         """``NEURON_RT_VISIBLE_CORES`` as the runtime reads it: single cores and ranges."""
@@ -79,8 +84,12 @@ class NeuronManager(AcceleratorManager):
         return {VISIBLE: value, NUM_CORES: None}
 
     def detect(self, host: Host) -> list[Device]:
-        """neuron-ls's JSON, else the driver's sysfs devices."""
-        return detect_layers(host, ("command", self._from_neuron_ls), ("sysfs", self._from_sysfs))
+        """neuron-ls's JSON, else the driver's sysfs devices; the quantities their generation's
+        collectives accept become this manager's ``scheduling`` (see :func:`_scheduling`)."""
+        layers = (("command", self._from_neuron_ls), ("sysfs", self._from_sysfs))
+        devices = detect_layers(host, *layers)
+        self.scheduling = _scheduling(devices)
+        return devices
 
     def _from_neuron_ls(self, host: Host) -> Optional[list[Device]]:
         """The cores of every device neuron-ls lists (either spelling of its JSON flag)."""
@@ -136,6 +145,25 @@ class _Chip(NamedTuple):
     cores: Optional[int] = None
     bus_id: Optional[str] = None
     memory: Optional[int] = None
+
+
+def _scheduling(devices: Sequence[Device]) -> Scheduling:
+    """Trn1's quantities on a node of Trainium1 devices (multiples of 32 up to the cores it
+    has, at least 32), else any whole count.
+
+    Set on the manager by ``detect()``: node detection takes each family's policy from its
+    manager right after detecting (``Node.families`` in the node's JSON), so the node carries
+    the rule of the generation it found, and an allocator over that JSON applies it with no
+    plugin loaded. Node detection works on its own copy of each manager, so nodes detected at
+    once, or in turn, each get their own rule; the class declaration stays any whole count.
+    """
+    if not any(device.model == TRN1 for device in devices):
+        return SCHEDULING
+    most = min(max(len(devices), TRN1_GROUP), MAX_DEVICES)  # a trn1.32xlarge has 32 cores
+    groups = range(TRN1_GROUP, most + 1, TRN1_GROUP)
+    return Scheduling(
+        allowed_quantities=(*TRN1_CORES, *groups), placement=CONTIGUOUS, partitions_per_grant=None
+    )
 
 
 def _chip(position: int, entry: Mapping[str, Any]) -> _Chip:

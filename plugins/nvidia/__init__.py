@@ -3,16 +3,23 @@
 A grant writes ``CUDA_VISIBLE_DEVICES`` and ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so an index means
 what NVML and nvidia-smi say (CUDA's default order, fastest first, differs). On read CUDA takes
 indices and ``GPU-``/``MIG-`` UUIDs or unique prefixes of them, and stops at the first token it
-cannot read (so ``-1`` hides every GPU). ``NVIDIA_VISIBLE_DEVICES`` is the container runtime's
-layer, in host ids: it is recorded, never read as CUDA ids.
+cannot read (so ``-1`` hides every GPU; ``cuda_visible`` holds the rules measured on an H100).
+``NVIDIA_VISIBLE_DEVICES`` is the container runtime's layer, in host ids: it is recorded, never
+read as CUDA ids.
 
 A MIG-enabled GPU is never handed out by its index: each MIG instance is a device (id
 ``MIG-<uuid>``, label like ``A100-1g.5gb``, ``parent`` = the GPU's index), granted whole and
 one per grant (the core's default ``partitions_per_grant``: a CUDA process uses one instance).
 Where the instances cannot be listed, the GPU is left out with a diagnostic.
 
+A GPU's compute mode (``modes``) decides how it is offered: not at all in ``Prohibited``, and
+whole, to one grant at a time, in ``Exclusive_Process`` (``Device.exclusive``). A fact one GPU
+cannot give NVML (memory on a GB10, PCI facts on a Jetson) is left empty with a note; the GPU
+stays (``nvml``).
+
 Detection: NVML (``pynvml``, no CUDA context), else ``nvidia-smi``'s CSV query, else
-``/proc/driver/nvidia/gpus/<bus id>/information`` numbered by bus id, as NVML numbers them.
+``/proc/driver/nvidia/gpus/<bus id>/information`` numbered by bus id, as NVML numbers them, else
+a Jetson's integrated GPU from its Tegra files (``tegra``).
 """
 
 from __future__ import annotations
@@ -32,20 +39,23 @@ from accelkit.detect import (
     parse_csv,
     parse_memory,
     run_command,
-    split_ids,
     type_label,
-    valid_prefix,
 )
 
-from .nvml import optional_call
+from .cuda_visible import cuda_ids, names_uuid
+from .modes import offered, smi_modes
+from .nvml import field, nvml_facts, optional_call
+from .tegra import from_tegra_files
 
 # Marketing names -> labels ("NVIDIA H100 80GB HBM3" -> "H100"); others: the sanitized name.
 MODELS = r"GB300|GB200|GH200|B300|B200|B100|H200|H100|H800|H20|A100|A800|A40|A30|A16|A10G|A10|A2"
 MODELS += r"|L40S|L40|L20|L4|T4|V100S|V100|P100|P40|P4|K80"
-TYPE_LABELS = ((r"\bRTX PRO (\d+)\b", r"RTX-PRO-\1"), (rf"\b({MODELS})\b", r"\1"))
-MIG_PROFILE = re.compile(r"\b\d+g\.\d+gb\b", re.IGNORECASE)  # "... MIG 1g.5gb" -> "A100-1g.5gb"
+JETSON = (r"\b(Orin|Thor|Xavier)\b", r"Jetson-\1")  # NVML's "Orin (nvgpu)", a board's name
+TYPE_LABELS = ((r"\bRTX PRO (\d+)\b", r"RTX-PRO-\1"), (rf"\b({MODELS})\b", r"\1"), JETSON)
+# "... MIG 1g.5gb" -> "A100-1g.5gb"; compute-instance profiles ("1c.3g.40gb") and media or
+# graphics options ("1g.10gb+me", "1g.24gb-me", "+gfx") are other profiles, kept whole.
+MIG_PROFILE = re.compile(r"(?<![\w.])(?:\d+c\.)?\d+g\.\d+gb(?:[+-][a-z]+(?:\.[a-z]+)?)*", re.I)
 NVML_ABSENT = ("NVMLError_LibraryNotFound", "NVMLError_DriverNotLoaded")  # no stack: info
-CUDA_TOKEN = re.compile(r"[0-9]+|GPU-[\w-]+|MIG-[\w/-]+", re.ASCII)  # CUDA stops at others
 # The documented query plus the MIG mode, so that a MIG-enabled GPU is never offered whole.
 QUERY = "index,uuid,name,memory.total,pci.bus_id,mig.mode.current"
 NVIDIA_SMI = ("nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits")
@@ -70,16 +80,17 @@ class NvidiaManager(AcceleratorManager):
     )
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
-        """CUDA's reading: ids up to the first token CUDA would not accept (it stops there);
-        ``NVIDIA_VISIBLE_DEVICES`` holds host ids for the container runtime, never CUDA's."""
-        tokens = split_ids(env.get("CUDA_VISIBLE_DEVICES"))
-        return valid_prefix(tokens, CUDA_TOKEN.fullmatch)
+        """CUDA's reading (``cuda_visible``): ids up to the first token CUDA cannot use, an
+        ordinal twice is CUDA's start-up error; ``NVIDIA_VISIBLE_DEVICES`` holds host ids for
+        the container runtime, never CUDA's."""
+        return cuda_ids(env.get("CUDA_VISIBLE_DEVICES"))
 
     def matches(self, token: str, device: Device) -> bool:
-        """An index names a whole GPU (never a MIG instance); a UUID may be a unique prefix."""
+        """An ordinal names a whole GPU (never a MIG instance); a UUID may be a prefix, in any
+        case (the core takes a prefix that names two devices as naming none, as CUDA does)."""
         if is_index(token):
             return device.parent is None and device.index == int(token)
-        return token == device.id or (len(token) > 4 and (device.uuid or "").startswith(token))
+        return token == device.id or names_uuid(token, device.uuid)
 
     def visibility_env(
         self, ids: Sequence[str], *, total: Optional[int] = None
@@ -88,14 +99,18 @@ class NvidiaManager(AcceleratorManager):
         return {**super().visibility_env(ids, total=total), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
     def detect(self, host: Host) -> list[Device]:
-        """NVML, else nvidia-smi's CSV, else the driver's files under /proc."""
+        """NVML, else nvidia-smi's CSV, else the driver's files under /proc, else a Jetson's
+        GPU from its Tegra files (``tegra``)."""
         layers = (("library", from_nvml), ("command", from_nvidia_smi), ("sysfs", from_proc))
-        return detect_layers(host, *layers)
+        return detect_layers(host, *layers, ("devfs", from_tegra))
 
 
-def gpu(index: int, name: str, uuid: str, memory: Optional[int], bus: object) -> Device:
+def gpu(
+    index: int, name: Optional[str], uuid: Optional[str], memory: Optional[int], bus: object
+) -> Device:
     """A whole GPU as any layer describes it (detection adds its NUMA node from sysfs)."""
-    facts: dict[str, Any] = {"model": name, "uuid": uuid, "pci_bus_id": decode(bus)}
+    bus_id = None if bus is None else decode(bus)
+    facts: dict[str, Any] = {"model": name, "uuid": uuid, "pci_bus_id": bus_id}
     label = type_label(name, TYPE_LABELS, ("NVIDIA", "Tesla"))
     return Device(str(index), index, type_label=label, memory_bytes=memory, **facts)
 
@@ -116,9 +131,17 @@ def from_nvml(host: Host) -> Optional[list[Device]]:
 
 
 def nvml_gpu(nvml: Any, index: int) -> list[Device]:
-    """GPU ``index`` as one device, or its MIG instances when MIG is enabled on it."""
-    handle = nvml.nvmlDeviceGetHandleByIndex(index)
-    whole = gpu(index, *nvml_facts(nvml, handle), nvml.nvmlDeviceGetPciInfo(handle).busId)
+    """GPU ``index`` as one device, or its MIG instances when MIG is enabled on it, as its
+    compute mode lets them be offered (``modes``); a fact it cannot answer is left empty."""
+    handle, who = nvml.nvmlDeviceGetHandleByIndex(index), f"GPU {index}"
+    pci = field(nvml, "nvmlDeviceGetPciInfo", handle, "PCI bus id", who)
+    whole = gpu(index, *nvml_facts(nvml, handle, who), None if pci is None else pci.busId)
+    mode = field(nvml, "nvmlDeviceGetComputeMode", handle, "compute mode", who)
+    return offered(nvml_partitions(nvml, handle, whole), mode, index)
+
+
+def nvml_partitions(nvml: Any, handle: object, whole: Device) -> list[Device]:
+    """The GPU whole, or its MIG instances when MIG is enabled on it."""
     mig_mode = optional_call(nvml.nvmlDeviceGetMigMode, handle, errors=nvml.NVMLError)
     if not mig_mode or mig_mode[0] != nvml.NVML_DEVICE_MIG_ENABLE:  # no MIG: "not supported"
         return [whole]
@@ -126,19 +149,8 @@ def nvml_gpu(nvml: Any, index: int) -> list[Device]:
     slots = range(nvml.nvmlDeviceGetMaxMigDeviceCount(handle))
     instances = [d for slot in slots for d in mig_instance(nvml, handle, slot, whole)]
     if not instances:
-        return left_out(index, "MIG is enabled and it has no MIG instances")
+        return left_out(whole.id, "MIG is enabled and it has no MIG instances")
     return instances
-
-
-def nvml_facts(nvml: Any, handle: object) -> tuple[str, str, Optional[int]]:
-    """Name, UUID and memory in bytes of a GPU or MIG instance handle; memory None where the
-    GPU answers "not supported" (some do), so one field never costs the whole layer."""
-    name, uuid = decode(nvml.nvmlDeviceGetName(handle)), decode(nvml.nvmlDeviceGetUUID(handle))
-    memory = optional_call(nvml.nvmlDeviceGetMemoryInfo, handle, errors=nvml.NVMLError_NotSupported)
-    if memory is None:
-        note(f"{name} ({uuid}) does not report its memory to NVML")
-        return name, uuid, None
-    return name, uuid, memory.total
 
 
 def mig_instance(nvml: Any, handle: object, slot: int, parent: Device) -> list[Device]:
@@ -147,8 +159,15 @@ def mig_instance(nvml: Any, handle: object, slot: int, parent: Device) -> list[D
         mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
     except nvml.NVMLError_NotFound:
         return []
-    name, uuid, memory = nvml_facts(nvml, mig)
-    label = f"{parent.type_label}-{p[0]}" if (p := MIG_PROFILE.search(name)) else parent.type_label
+    name, uuid, memory = nvml_facts(nvml, mig, f"MIG instance {slot} of GPU {parent.id}")
+    if uuid is None:
+        note(
+            f"MIG instance {slot} of GPU {parent.id} has no UUID, its only CUDA id: left out",
+            "warning",
+        )
+        return []
+    found = MIG_PROFILE.search(name or "")
+    label = f"{parent.type_label}-{found[0]}" if found else parent.type_label
     changes = {"id": uuid, "uuid": uuid, "model": name, "memory_bytes": memory, "type_label": label}
     return [parent.replace(index=None, parent=parent.id, **changes)]
 
@@ -160,11 +179,13 @@ def from_nvidia_smi(host: Host) -> Optional[list[Device]]:
         return None
     for index, *_ in (row for row in rows if row[5] == "Enabled"):
         left_out(index, "MIG is enabled")
-    return [
-        gpu(int(index), name, uuid, parse_memory(memory, "MiB"), bus)
-        for index, uuid, name, memory, bus, mig_mode in rows
-        if mig_mode != "Enabled"
-    ]
+    modes = smi_modes(host)
+    devices = []
+    for index, uuid, name, memory, bus, mig_mode in rows:
+        if mig_mode != "Enabled":
+            whole = gpu(int(index), name, uuid, parse_memory(memory, "MiB"), bus)
+            devices += offered([whole], modes.get(index), index)
+    return devices
 
 
 def from_proc(host: Host) -> Optional[list[Device]]:
@@ -181,6 +202,11 @@ def from_proc(host: Host) -> Optional[list[Device]]:
         name, uuid = fields.get("Model", ""), fields.get("GPU UUID", "")
         devices.append(gpu(index, name, uuid, None, fields.get("Bus Location", bus)))
     return devices if buses else None
+
+
+def from_tegra(host: Host) -> Optional[list[Device]]:
+    """A Jetson's integrated GPU from its Tegra files, labelled as NVML would label it."""
+    return from_tegra_files(host, TYPE_LABELS)
 
 
 @hookimpl

@@ -1,13 +1,26 @@
-"""NVML calls that some GPUs answer with "not supported": asked without failing the layer."""
+"""NVML calls that some GPUs cannot answer: asked one field at a time, without failing the layer.
+
+A GPU answers ``NVMLError_NotSupported`` to a query it has no answer for (memory on a GB10 or a
+vGPU, MIG mode on a GPU without MIG, PCI facts, memory and compute mode on a Jetson's integrated
+GPU), and a library older than the call answers ``NVMLError_FunctionNotFound``. Either costs that
+field only: it is left empty with a note and the GPU is kept. Any other error still fails the
+layer, so the next one answers.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Union
+from typing import Any, Callable, Optional, Union
 
-__all__ = ["optional_call"]
+from accelkit import note
+from accelkit.detect import decode
+
+__all__ = ["UNANSWERED", "field", "nvml_facts", "optional_call", "unanswered"]
 
 ExceptionTypes = Union["type[BaseException]", "tuple[type[BaseException], ...]"]
 """What ``except`` takes: one exception class or a tuple of them."""
+
+UNANSWERED = ("NVMLError_NotSupported", "NVMLError_FunctionNotFound")
+"""The NVML errors that say "this device (or this library) has no answer to that call"."""
 
 
 def optional_call(
@@ -19,3 +32,34 @@ def optional_call(
         return function(*args)
     except errors:
         return None
+
+
+def unanswered(nvml: Any) -> tuple[type[BaseException], ...]:
+    """The loaded wrapper's classes for :data:`UNANSWERED` (a release may lack one)."""
+    found = (getattr(nvml, name, None) for name in UNANSWERED)
+    return tuple(error for error in found if isinstance(error, type))
+
+
+def field(nvml: Any, call: str, handle: object, what: str, who: str) -> Any:
+    """``nvml.<call>(handle)``, or None with a note when the device cannot answer it."""
+    try:
+        return getattr(nvml, call)(handle)
+    except unanswered(nvml) as error:
+        note(f"{who} does not report its {what} to NVML ({type(error).__name__}); left empty")
+        return None
+
+
+def nvml_facts(
+    nvml: Any, handle: object, who: str
+) -> tuple[Optional[str], Optional[str], Optional[int]]:
+    """Name, UUID and memory in bytes of a GPU or MIG instance handle, each None where the
+    device cannot answer (``who`` names it in the notes until its name and UUID are known)."""
+    name, uuid = (field(nvml, call, handle, what, who) for call, what in _TEXT)
+    name, uuid = (None if v is None else decode(v) for v in (name, uuid))
+    if name and uuid:
+        who = f"{name} ({uuid})"
+    memory = field(nvml, "nvmlDeviceGetMemoryInfo", handle, "memory", who)
+    return name, uuid, None if memory is None else memory.total
+
+
+_TEXT = (("nvmlDeviceGetName", "name"), ("nvmlDeviceGetUUID", "UUID"))

@@ -18,7 +18,15 @@ from collections.abc import Sequence
 from accelkit import FakeHost
 from accelkit.testing import FakeGpu, fake_gpus, fake_pynvml
 
-__all__ = ["NVIDIA_SMI_ARGV", "make_host", "nvidia_smi_output", "write_proc", "write_sysfs"]
+__all__ = [
+    "COMPUTE_MODE_ARGV",
+    "NVIDIA_SMI_ARGV",
+    "compute_mode_output",
+    "make_host",
+    "nvidia_smi_output",
+    "write_proc",
+    "write_sysfs",
+]
 
 MIB = 1 << 20
 NVIDIA_SMI_ARGV = (
@@ -27,6 +35,9 @@ NVIDIA_SMI_ARGV = (
     "--format=csv,noheader,nounits",
 )
 """The query the NVIDIA plugin runs, spelled out here so a test catches the plugin changing it."""
+COMPUTE_MODE_ARGV = ("nvidia-smi", "--query-gpu=index,compute_mode", "--format=csv,noheader")
+"""The plugin's second query: each GPU's compute mode."""
+COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
 
 
 def nvidia_smi_output(gpus: Sequence[FakeGpu]) -> str:
@@ -37,6 +48,11 @@ def nvidia_smi_output(gpus: Sequence[FakeGpu]) -> str:
         f"{modes[None if gpu.migs is None else gpu.mig_mode]}\n"
         for index, gpu in enumerate(gpus)
     )
+
+
+def compute_mode_output(gpus: Sequence[FakeGpu]) -> str:
+    """What :data:`COMPUTE_MODE_ARGV` prints for ``gpus`` (``0, Default``)."""
+    return "".join(f"{n}, {COMPUTE_MODES[gpu.compute_mode]}\n" for n, gpu in enumerate(gpus))
 
 
 def write_proc(root: pathlib.Path, gpus: Sequence[FakeGpu]) -> None:
@@ -76,6 +92,9 @@ def make_host(count: int, root: pathlib.Path) -> FakeHost:
     write_sysfs(root, gpus)
     return FakeHost(
         root=os.fspath(root),
-        commands={NVIDIA_SMI_ARGV: (0, nvidia_smi_output(gpus))},
+        commands={
+            NVIDIA_SMI_ARGV: (0, nvidia_smi_output(gpus)),
+            COMPUTE_MODE_ARGV: (0, compute_mode_output(gpus)),
+        },
         modules={"pynvml": fake_pynvml(gpus)},
     )

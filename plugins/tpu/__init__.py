@@ -7,7 +7,9 @@ slice). GKE and the TPU VM image describe the slice in ``TPU_ACCELERATOR_TYPE`` 
 ``TPU_TOPOLOGY`` ("4x4"), ``TPU_WORKER_ID`` and ``TPU_NAME``; those are read here. The metadata
 server is asked only when the user opts in (``ACCELKIT_TPU_METADATA=1``, see ``metadata``).
 Every partial-host grant also writes ``ALLOW_MULTIPLE_LIBTPU_LOAD=1``: libtpu otherwise takes a
-host-wide lock file, and the second process on the host aborts.
+host-wide lock file, and the second process on the host aborts. A chip that exposes several PCI
+functions (TPU7x, Ironwood: two) is one chip (``chips``), and the chips a host of a slice has
+come from the generation table (``generations``), never from counting functions.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from accelkit.detect import (
     read_int,
 )
 
+from .chips import one_per_chip
 from .generations import TpuSlice, generation_named, tpu_slice
 from .metadata import METADATA_VARS, pod_env
 from .pod import env_labels, slice_resources
@@ -70,7 +73,7 @@ class TpuManager(AcceleratorManager):
     env_vars_read = (VISIBLE, *CHIP_BOUNDS, *HOST_BOUNDS, SHARED_HOST, *POD_VARS, *METADATA_VARS)
     fractional = False
     scheduling = Scheduling(allowed_quantities=(1, 2, 4, 8), placement=ALIGNED_BLOCKS)
-    frameworks = Frameworks(device="xla", collective="xla")
+    frameworks = Frameworks(device="xla", collective="xla", platform="tpu")
 
     def visibility_env(self, ids: Sequence[str], *, total: Optional[int] = None) -> Env:
         """Bounds for a block of 1, 2 or 4 chips, with libtpu told it shares the host; every
@@ -108,9 +111,12 @@ class TpuManager(AcceleratorManager):
             note("TPU chips are on the PCI bus, but no /dev/accel* or /dev/vfio/* file opens them")
         return self._chips(host, chips) if chips else None
 
-    def _chips(self, host: Host, chips: Sequence[PciDevice]) -> list[Device]:
-        """The host's chips in bus order, labelled by the pod type's generation when known."""
+    def _chips(self, host: Host, functions: Sequence[PciDevice]) -> list[Device]:
+        """The host's chips in bus order, a chip's PCI functions counted once (``chips``),
+        labelled by the pod type's generation when known, else by the PCI device id's."""
         pod = _pod_type(pod_env(host))
+        generation = pod[0] if pod else _generation(host, functions[0])
+        chips = one_per_chip(functions, generation_named(generation or ""))
         return [_chip(host, n, pci, pod[0] if pod else None) for n, pci in enumerate(chips)]
 
     def additional_resources(self, devices: Sequence[Device], host: Host) -> dict[str, float]:
@@ -127,7 +133,8 @@ class TpuManager(AcceleratorManager):
         if not devices:
             return {}
         env = pod_env(host)
-        labels = {"chips-per-host": str(len(devices)), **env_labels(env, POD_LABELS)}
+        labels = {"chips-per-host": str(_chips_per_host(env, len(devices)))}
+        labels.update(env_labels(env, POD_LABELS))
         pod = _pod_type(env)
         if pod:
             known = generation_named(pod[0])
@@ -170,6 +177,19 @@ def _generation(host: Host, pci: PciDevice) -> Optional[str]:
     if pci.device == V2_V3:
         return V2_V3_SUBSYSTEMS.get(read_int(host, f"{pci.path}/subsystem_device", 16) or 0)
     return GENERATIONS.get(pci.device)
+
+
+def _chips_per_host(env: Mapping[str, str], counted: int) -> int:
+    """Chips per host from the generation's table for the slice ``TPU_ACCELERATOR_TYPE`` and
+    ``TPU_TOPOLOGY`` describe (never from counting PCI functions); the chips counted here
+    when the variables do not describe a slice the table has."""
+    pod, topology = env.get("TPU_ACCELERATOR_TYPE"), env.get("TPU_TOPOLOGY")
+    if not (pod and topology):
+        return counted
+    try:
+        return tpu_slice(pod, topology).chips_per_host
+    except ValueError:
+        return counted
 
 
 def _pod_type(env: Mapping[str, str]) -> Optional[tuple[str, int]]:

@@ -30,6 +30,15 @@ class TpuGeneration:
     """Topologies that fit on one host -> chips on it; every other topology has 4 a host."""
     topologies: Optional[frozenset[str]] = None
     """The documented topologies, where the generation has a fixed list (v5e, v6e)."""
+    functions_per_chip: int = 1
+    """PCI functions one chip exposes: two on TPU7x (Ironwood), one per chiplet, each with its
+    own VFIO group, as functions 0 and 1 of one PCI device (tpu-info's ``TpuChip`` counts two
+    devices a chip for 7x and groups functions by domain:bus:device into one chip)."""
+
+    @property
+    def chips_per_host(self) -> int:
+        """The most chips one host of this generation has (8 on single-host v5e/v6e, else 4)."""
+        return max(CHIPS_PER_HOST, *self.single_host.values())
 
 
 TWO_D_TOPOLOGIES = frozenset({"1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"})
@@ -40,7 +49,7 @@ TPU_GENERATIONS: dict[str, TpuGeneration] = {
     "v5p": TpuGeneration("v5p", 3, 2, {"2x2x1": 4}),
     "v5litepod": TpuGeneration("v5litepod", 2, 1, {"1x1": 1, "2x2": 4, "2x4": 8}, TWO_D_TOPOLOGIES),
     "v6e": TpuGeneration("v6e", 2, 1, {"1x1": 1, "2x2": 4, "2x4": 8}, TWO_D_TOPOLOGIES),
-    "v7x": TpuGeneration("v7x", 3, 2, {"2x2x1": 4}),
+    "v7x": TpuGeneration("v7x", 3, 2, {"2x2x1": 4}, functions_per_chip=2),
 }
 """Every generation, by Cloud TPU's name."""
 

@@ -55,19 +55,32 @@ def write_pci_function(
 
 
 def write_chips(
-    root: Path, count: int, *, device: int = V6E, vfio: bool = True, first_group: int = 0
+    root: Path,
+    count: int,
+    *,
+    device: int = V6E,
+    vfio: bool = True,
+    first_group: int = 0,
+    functions: int = 1,
 ) -> None:
-    """``count`` TPU chips of PCI device id ``device``, opened by VFIO groups or accel files."""
+    """``count`` TPU chips of PCI device id ``device``, opened by VFIO groups or accel files.
+
+    ``functions`` > 1 lays a chip out as TPU7x (Ironwood) does: that many PCI functions of one
+    PCI device (``0000:00:05.0`` and ``0000:00:05.1``), each in a VFIO group of its own.
+    """
     for index in range(count):
         bus_id = chip_bus_id(index)
-        write_pci_function(root, bus_id, GOOGLE, device, 0x120000)
         if vfio:
-            group = first_group + index
-            members = root / f"sys/kernel/iommu_groups/{group}/devices"
-            members.mkdir(parents=True, exist_ok=True)
-            os.symlink(f"../../../../devices/pci0000:00/{bus_id}", members / bus_id)
-            _touch(root / f"dev/vfio/{group}")
+            for function in range(functions):
+                function_id = f"{bus_id[:-1]}{function}"
+                write_pci_function(root, function_id, GOOGLE, device, 0x120000)
+                group = first_group + index * functions + function
+                members = root / f"sys/kernel/iommu_groups/{group}/devices"
+                members.mkdir(parents=True, exist_ok=True)
+                os.symlink(f"../../../../devices/pci0000:00/{function_id}", members / function_id)
+                _touch(root / f"dev/vfio/{group}")
         else:
+            write_pci_function(root, bus_id, GOOGLE, device, 0x120000)
             link = root / f"sys/class/accel/accel{index}"
             link.mkdir(parents=True, exist_ok=True)
             os.symlink(f"../../../devices/pci0000:00/{bus_id}", link / "device")

@@ -53,7 +53,8 @@ def test_ls_json_is_json_with_the_real_vendor_wrappers_installed(amdsmi_dir: Pat
     """nvidia-ml-py (the test extra) and amdsmi (fetched, on the path) are importable; wherever
     their C libraries are missing (CI, this machine) their import and init must stay off stdout
     and out of the warnings."""
-    env = {**os.environ, "PYTHONPATH": str(amdsmi_dir.parent)}
+    inherited = os.environ.get("PYTHONPATH", "")  # where accelkit itself may come from
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(amdsmi_dir.parent), inherited])}
     result = subprocess.run(
         [sys.executable, "-m", "accelkit.cli", "ls", "--json"],
         capture_output=True,

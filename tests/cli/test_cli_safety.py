@@ -96,17 +96,34 @@ def test_only_a_type_says_it_takes_no_device(capsys: pytest.CaptureFixture[str])
     assert code == 0 and "(accelerator_type=H100) takes no device" in err
 
 
-def test_host_honours_the_shell_variables_and_says_so(
+def test_host_replays_the_snapshots_vendor_variables_and_takes_the_operators(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """This shell's vendor variables describe this machine (a GPU container sets
+    NVIDIA_VISIBLE_DEVICES): the replayed node keeps its own. The operator's ACCELKIT_* ones
+    apply, and one stderr line names them."""
+    monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "all")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
     monkeypatch.setenv("ACCELKIT_EXCLUDE_DEVICES", "nvidia:3")
     code, out, err = cli(capsys, "ls", "--json", "--host", str(NODES / "nvidia-h100-8gpu"))
     assert code == 0
-    assert [d["id"] for d in json.loads(out)["devices"]] == ["2"]
-    notice = [line for line in err.splitlines() if "replace(s) the snapshot's" in line]
-    assert len(notice) == 1
-    assert "CUDA_VISIBLE_DEVICES='2,3'" in notice[0] and "ACCELKIT_EXCLUDE_DEVICES" in notice[0]
+    assert [d["id"] for d in json.loads(out)["devices"]] == ["0", "1", "2", "4", "5", "6", "7"]
+    assert err.splitlines() == [
+        f"accelkit: --host {NODES / 'nvidia-h100-8gpu'}: this shell's "
+        "ACCELKIT_EXCLUDE_DEVICES='nvidia:3' replace(s) the snapshot's"
+    ]
+
+
+def test_host_says_nothing_of_the_shells_vendor_variables(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "all")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    monkeypatch.delenv("ACCELKIT_EXCLUDE_DEVICES", raising=False)
+    monkeypatch.delenv("ACCELKIT_OVERRIDE_RESOURCES", raising=False)
+    code, out, err = cli(capsys, "ls", "--json", "--host", str(NODES / "nvidia-h100-8gpu"))
+    assert code == 0 and err == ""
+    assert len(json.loads(out)["devices"]) == 8
 
 
 def test_host_validates_the_shell_override(

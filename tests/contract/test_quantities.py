@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 from fractions import Fraction
+from numbers import Rational, Real
+from typing import Any
 
 import pytest
 from accelkit import InvalidRequest
@@ -112,3 +114,70 @@ def test_units_are_the_nearest_unit_or_the_floor(value: float) -> None:
     exact = Fraction(value) * UNIT
     assert units == math.floor(exact) or abs(Fraction(units, UNIT) - Fraction(value)) <= 1e-9
     assert units <= exact or abs(Fraction(units, UNIT) - Fraction(value)) <= 1e-9
+
+
+# -- numbers that only claim to be numbers -------------------------------------------------------
+NUMBER_METHODS = ("__abs__", "__float__", "__int__", "__gt__", "__lt__", "__round__")
+RATIONAL_PARTS = ("numerator", "denominator")
+
+
+def _raising(error: type[Exception]) -> Any:
+    def method(self: object, *args: object) -> Any:
+        raise error("broken")
+
+    return method
+
+
+def _answering(value: object) -> Any:
+    def method(self: object, *args: object) -> Any:
+        return value
+
+    return method
+
+
+BEHAVIOURS = st.one_of(
+    st.none(),  # missing
+    st.sampled_from([TypeError, ValueError, ArithmeticError, OverflowError]).map(_raising),
+    st.sampled_from([None, "1", 1, 2.0, 10**400, float("nan"), object()]).map(_answering),
+)
+
+
+@st.composite
+def claimed_numbers(draw: st.DrawFn) -> object:
+    """An instance of a class registered as ``numbers.Real`` (or ``Rational``) whose number
+    methods are missing, raise, or answer nonsense: a fuzzer found ``TypeError`` for one without
+    ``abs()``."""
+    rational = draw(st.booleans())
+    namespace: dict[str, Any] = {"__repr__": lambda self: "<claimed number>"}
+    for name in NUMBER_METHODS:
+        behaviour = draw(BEHAVIOURS, label=name)
+        if behaviour is not None:
+            namespace[name] = behaviour
+    if rational:
+        for name in RATIONAL_PARTS:
+            behaviour = draw(BEHAVIOURS, label=name)
+            if behaviour is not None:
+                namespace[name] = property(behaviour)
+    cls = type("Claimed", (), namespace)
+    (Rational if rational else Real).register(cls)
+    return cls()
+
+
+@given(claimed_numbers())
+def test_a_claimed_number_is_a_quantity_or_an_invalid_request(value: object) -> None:
+    try:
+        units = to_units(value, what="GPU quantity")
+    except InvalidRequest as exc:
+        assert "GPU quantity <claimed number>" in str(exc)
+        return
+    assert isinstance(units, int) and 0 <= units <= MAX_QUANTITY * UNIT
+
+
+def test_a_real_without_abs_or_float_is_an_invalid_request() -> None:
+    class Bare:
+        def __repr__(self) -> str:
+            return "<bare>"
+
+    Real.register(Bare)
+    with pytest.raises(InvalidRequest, match=r"GPU quantity <bare> .*cannot be read as a number"):
+        to_units(Bare(), what="GPU quantity")

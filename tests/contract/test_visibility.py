@@ -79,6 +79,20 @@ def test_split_ids_never_raises_and_never_yields_blank_tokens(value: str) -> Non
     assert all(token and token == token.strip() and "," not in token for token in ids)
 
 
+ID_TOKENS = st.lists(st.text("0123456789abcdefGPU-", min_size=1), max_size=4)
+
+
+@given(ID_TOKENS, ID_TOKENS, st.sampled_from(["NoDevFiles", " NoDevFiles ", "NoDevFiles\t"]))
+def test_the_nothing_visible_marker_among_ids_ends_the_list(
+    before: list[str], after: list[str], marker: str
+) -> None:
+    """Fuzzing found ``NoDevFiles,0`` giving a device named ``NoDevFiles``: among ids, the
+    marker is a token no runtime reads, and the list ends there."""
+    ids = split_ids(",".join([*before, marker, *after]))
+    assert ids == before
+    assert "NoDevFiles" not in (ids or [])
+
+
 def test_ranges_are_bounded() -> None:
     assert len(parse_ranges(f"0-{MAX_RANGE_IDS - 1}") or []) == MAX_RANGE_IDS
     with pytest.raises(ValueError, match="spans more than"):

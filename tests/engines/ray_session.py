@@ -2,9 +2,10 @@
 ``to_ray``'s resources runs ``accelkit.integrations.ray.remote`` tasks and an actor of the
 example plugin's ACME family, which Ray has never heard of; prints what they saw as JSON.
 
-The node is this machine with ``ACCELKIT_OVERRIDE_RESOURCES={"ACME": 2}`` (set by the test), so
-the driver and every Ray worker detect the same two ACME cards and share the ledger at
-``$ACCELKIT_LEDGER``.
+The node is this machine with ``ACCELKIT_OVERRIDE_RESOURCES={"GPU": 2, "ACME": 2}`` (set by the
+test), so the driver and every Ray worker detect the same two GPUs and two ACME cards and share the
+ledger at ``$ACCELKIT_LEDGER``. A task asking for both gets its GPU from Ray (which narrows
+``CUDA_VISIBLE_DEVICES`` in its worker) and its card from the ledger.
 """
 
 from __future__ import annotations
@@ -33,7 +34,11 @@ def meet(barrier: str, parties: int) -> dict[str, object]:
         if time.monotonic() > deadline:
             raise TimeoutError("the tasks never ran at the same time")
         time.sleep(0.05)
-    return {"pid": os.getpid(), "acme": os.environ.get("ACME_VISIBLE_DEVICES")}
+    return {
+        "pid": os.getpid(),
+        "acme": os.environ.get("ACME_VISIBLE_DEVICES"),
+        "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    }
 
 
 class Holder:
@@ -61,6 +66,9 @@ def main(workdir: str) -> None:
         actor_sees = ray.get(holder.acme.remote())
         beside_actor = ray.get(task.remote(f"{workdir}/second", 1))
         held_with_actor = len(Ledger().grants())
+        ray.kill(holder)  # its card returns to the ledger when its process ends
+        both = remote(meet, resources={"GPU": 1, "ACME": 1})
+        with_gpu = ray.get([both.remote(f"{workdir}/with_gpu", 2) for _ in range(2)])
     finally:
         ray.shutdown()
     print(
@@ -72,12 +80,13 @@ def main(workdir: str) -> None:
                 "actor_sees": actor_sees,
                 "beside_actor": beside_actor,
                 "held_with_actor": held_with_actor,
+                "with_gpu": with_gpu,
             }
         )
     )
 
 
 if __name__ == "__main__":
-    for name in ("first", "second"):
+    for name in ("first", "second", "with_gpu"):
         Path(sys.argv[1], name).mkdir()
     main(sys.argv[1])

@@ -190,22 +190,46 @@ def read_slurm_conf_gres(text: str) -> dict[tuple[str, object], int]:
     return totals
 
 
+def slurm_conf_line(text: str, parameter: str) -> str:
+    """The value a ``# slurm.conf: <parameter>=...`` comment line gives."""
+    prefix = f"# slurm.conf: {parameter}="
+    return next(line for line in text.splitlines() if line.startswith(prefix))[len(prefix) :]
+
+
 def test_gres_conf_follows_slurms_grammar_and_counts_every_device(node: Node) -> None:
     text = to_gres(node)
     entries = list(read_gres_conf(text))
     assert sum(e["count"] for e in entries) == len(node.devices)  # type: ignore[misc]
-    comment = next(line for line in text.splitlines() if line.startswith("# slurm.conf: Gres="))
     totals: dict[tuple[str, object], int] = {}
     for e in entries:
         key = (str(e["name"]), e["type"])
         totals[key] = totals.get(key, 0) + int(e["count"])  # type: ignore[call-overload]
-    assert read_slurm_conf_gres(comment.split("Gres=", 1)[1]) == totals
+    assert read_slurm_conf_gres(slurm_conf_line(text, "Gres")) == totals
+    # slurm.conf(5): "No generic resources are managed by default": GresTypes names them all.
+    assert slurm_conf_line(text, "GresTypes").split(",") == list(
+        dict.fromkeys(str(e["name"]) for e in entries)
+    )
+    lines = text.splitlines()
     for e in entries:
+        line = next(n for n, t in enumerate(lines) if t.startswith(f"Name={e['name']} "))
         if e["name"] == "gpu" and e["files"]:
             assert e["flags"] == "nvidia_gpu_env"
             assert e["files"] == [f"/dev/nvidia{n}" for n in range(len(e["files"]))]  # type: ignore[arg-type]
-        else:  # SLURM sets no variable for these: the docs' TaskProlog does
+        else:  # SLURM sets no variable for a count, and the line above says so
             assert e["flags"] is None
+            assert lines[line - 1].startswith("# a count: SLURM sets no "), lines[line - 1]
+
+
+def test_amd_and_intel_gpus_are_counts_that_say_slurm_sets_no_variable() -> None:
+    amd = to_gres(detect_node(load_snapshot(SNAPSHOTS / "amd-mi300x-8gpu"))).splitlines()
+    assert amd == [
+        "# slurm.conf: GresTypes=gpu",
+        "# slurm.conf: Gres=gpu:amd-instinct-mi300x-oam:8",
+        "# a count: SLURM sets no ROCR_VISIBLE_DEVICES for jobs; a TaskProlog can (accelkit env)",
+        "Name=gpu Type=amd-instinct-mi300x-oam Count=8",
+    ]
+    intel = to_gres(detect_node(load_snapshot(SNAPSHOTS / "intel-max1550-4gpu")))
+    assert "SLURM sets no ONEAPI_DEVICE_SELECTOR for jobs" in intel
 
 
 def test_gres_binds_files_only_where_every_id_names_one() -> None:
@@ -218,6 +242,7 @@ def test_gres_binds_files_only_where_every_id_names_one() -> None:
     gpus = [Device(str(n), n, "nvidia", "GPU", "A100") for n in (0, 1, 2, 5)]
     mig = [Device("MIG-abc", 0, "nvidia", "GPU", "A100-1g.5gb", parent="0")]
     assert to_gres(Node(devices=gpus, policies={"nvidia": policy})).splitlines() == [
+        "# slurm.conf: GresTypes=gpu",
         "# slurm.conf: Gres=gpu:a100:4",
         "Name=gpu Type=a100 File=/dev/nvidia[0-2,5] Flags=nvidia_gpu_env",
     ]

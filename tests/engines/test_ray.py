@@ -1,7 +1,7 @@
 """A real Ray node, in a loopback-only network namespace (Ray contacts outside addresses at
 start otherwise) with usage stats off, runs tasks of a family Ray has never heard of: the
 example plugin's ACME cards, counted by Ray as a custom resource from ``to_ray`` and handed out
-by accelkit's node ledger inside the workers."""
+by accelkit's node ledger inside the workers, also beside a GPU that Ray hands out itself."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_ray_tasks_of_an_unknown_family_each_see_their_own_card(tmp_path: Path) 
             "RAY_USAGE_STATS_ENABLED": "0",
             "RAY_AUTH_MODE": "disabled",  # no token written to ~/.ray for a throwaway node
             "RAY_TMPDIR": ray_tmp,
-            "ACCELKIT_OVERRIDE_RESOURCES": '{"ACME": 2}',
+            "ACCELKIT_OVERRIDE_RESOURCES": '{"GPU": 2, "ACME": 2}',
             "ACCELKIT_LEDGER": str(tmp_path / "ledger.json"),
         }
         env.pop("ACME_VISIBLE_DEVICES", None)
@@ -62,6 +62,12 @@ def test_ray_tasks_of_an_unknown_family_each_see_their_own_card(tmp_path: Path) 
     # An actor holds its card for its life; a task beside it gets the other one.
     assert {seen["actor_sees"], seen["beside_actor"]["acme"]} == {"0", "1"}
     assert seen["held_with_actor"] == 1
+    # GPU (Ray's, which narrows CUDA_VISIBLE_DEVICES in the worker) and ACME (the ledger's) in
+    # one request: each task has one of each, and none re-detected a narrowed node.
+    assert sorted((task["cuda"], task["acme"]) for task in seen["with_gpu"]) in (
+        [("0", "0"), ("1", "1")],
+        [("0", "1"), ("1", "0")],
+    )
 
 
 def test_families_ray_knows_stay_rays_and_the_others_go_to_the_ledger() -> None:

@@ -107,10 +107,15 @@ class Blocking(AcceleratorManager):
     def __init__(self, name: str, release: threading.Event) -> None:
         self.name = name
         self.release = release
-        self.calls = 0
+        self.started: list[float] = []  # shared: each detection works on a copy of the manager
+
+    @property
+    def calls(self) -> int:
+        """How many detections have started, on any copy of this manager."""
+        return len(self.started)
 
     def detect(self, host: Host) -> list[Device]:
-        self.calls += 1
+        self.started.append(time.monotonic())
         self.release.wait()
         return [Device("0")]
 

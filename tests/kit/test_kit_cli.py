@@ -211,7 +211,8 @@ def test_without_the_testing_extra_check_runs_and_says_what_to_install(tmp_path:
         {"accelkit": {"nopt": "nopt_plugin"}, "accelkit.testing": {"nopt": "nopt_fakes:make_host"}},
     )
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(map(str, (site, source, BROKEN / "src")))
+    paths = (site, source, BROKEN / "src")  # before the inherited path, which may hold accelkit
+    env["PYTHONPATH"] = os.pathsep.join([*map(str, paths), env.get("PYTHONPATH", "")])
     result = subprocess.run(
         [sys.executable, "-c", WITHOUT_PYTEST, "check", "nopt", "--json"],
         capture_output=True,

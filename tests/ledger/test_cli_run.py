@@ -4,36 +4,22 @@ a kill -9 audit."""
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import random
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from accelkit import Node
 from accelkit.cli._run import EXIT_BUSY, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_TIMED_OUT
 from accelkit.ledger._ledger import Ledger
-from ledger_support import ROOT
+from ledger_support import H100, ROOT, run, start
 
-H100 = str(ROOT / "examples" / "nodes" / "nvidia-h100-8gpu")
 GATED = (
     'echo $CUDA_VISIBLE_DEVICES; while [ ! -e "$0/go$CUDA_VISIBLE_DEVICES" ]; do sleep 0.02; done'
 )
 """Print the granted GPU, then hold it until the test creates the file go<id>."""
-
-
-def accelkit(ledger: Path, verb: str, *argv: str) -> list[str]:
-    return [sys.executable, "-m", "accelkit.cli", verb, "--ledger", str(ledger), *argv]
-
-
-def run(ledger: Path, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(accelkit(ledger, *argv), capture_output=True, text=True, timeout=timeout)
-
-
-def start(ledger: Path, *argv: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        accelkit(ledger, *argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
 
 
 def gated(ledger: Path, gates: Path, *options: str) -> subprocess.Popen[str]:
@@ -84,7 +70,8 @@ def test_the_holder_is_the_command_and_its_exit_status_is_returned(tmp_path: Pat
     assert [(g["pid"], g["ids"]) for g in listing["grants"]] == [(process.pid, {"GPU": ["0"]})]
     assert listing["grants"][0]["command"].startswith("sh -c")
     table = run(ledger, "ps").stdout.splitlines()
-    assert table[1].split()[:3] == ["PID", "AGE", "HOLDS"] and f"{process.pid}" in table[2]
+    assert table[1].split()[:4] == ["PID", "USER", "AGE", "HOLDS"] and f"{process.pid}" in table[2]
+    assert table[2].split()[1] == pwd.getpwuid(os.getuid()).pw_name
     assert "GPU 0 (0.5)" in table[2]
     (tmp_path / "go").touch()
     assert process.wait(timeout=60) == 7

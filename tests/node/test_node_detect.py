@@ -174,36 +174,42 @@ def test_visibility_tokens_may_be_uuids_and_repeats_are_dropped(generic: object)
     ]
 
 
-def test_design_example_2_3_5_with_3_gpus_gives_ids_2_3_5(generic: object) -> None:
-    """DESIGN: ``CUDA_VISIBLE_DEVICES=2,3,5`` with 3 GPUs gives ids "2","3","5", in that order.
-
-    Only "2" is a detected index (a container numbers its 3 GPUs 0-2); "3" and "5" still stand
-    for the other two detected GPUs, as Ray counts min(detected, listed), with the facts that
-    all those GPUs share, and a warning each.
-    """
+def test_the_first_token_that_names_no_detected_device_ends_the_list(generic: object) -> None:
+    """``2,3,5`` where 3 GPUs are detected (0-2): "3" names none, so the runtime stops there (CUDA,
+    HIP and ROCr do) and only "2" is visible; "3" and "5" never become devices of their own."""
     node = detect_node(acme_host(env={"ACME_VISIBLE_DEVICES": "2,3,5"}, csv=acme_csv(3)))
-    assert [(d.id, d.index) for d in node.devices] == [("2", 0), ("3", 1), ("5", 2)]
-    assert node.devices[0].uuid == "GPU-00000002-0000-4000-8000-000000000002"
-    assert [(d.uuid, d.model, d.type_label, d.source) for d in node.devices[1:]] == [
-        (None, "Acme Z9", "Z9", "env")
-    ] * 2
-    assert node.resources == {"GPU": 3.0, "accelerator_type:Z9": 1.0}
-    assert levels(node, "warning") == [
-        "acme: ACME_VISIBLE_DEVICES names '3', '5', which match(es) no detected device by id, "
-        "UUID or index; each stands for one of the 2 detected device(s) the variable names no "
-        "other way, with only the facts they share (check the variable, unless this is a "
-        "container that numbers its devices anew)"
+    assert [(d.id, d.index, d.uuid) for d in node.devices] == [
+        ("2", 0, "GPU-00000002-0000-4000-8000-000000000002")
     ]
-    assert ids(detect_node(acme_host(env={"ACME_VISIBLE_DEVICES": "2,3,5"}, csv=acme_csv(3)),
-                           {"GPU": 3})) == ["2", "3", "5"]  # fmt: skip
+    assert node.resources == {"GPU": 1.0, "accelerator_type:Z9": 1.0}
+    assert levels(node, "warning") == [
+        "acme: ACME_VISIBLE_DEVICES names '3', which matches no detected device by id, UUID or "
+        "index; the runtime stops reading the list there, leaving out '3', '5' (name only devices "
+        "this node has)"
+    ]
     with pytest.raises(ConfigurationError) as caught:
-        detect_node(acme_host(env={"ACME_VISIBLE_DEVICES": "2,3,5"}, csv=acme_csv(3)), {"GPU": 4})
+        detect_node(acme_host(env={"ACME_VISIBLE_DEVICES": "2,3,5"}, csv=acme_csv(3)), {"GPU": 3})
+    assert "ACME_VISIBLE_DEVICES='2,3,5' allows 1" in str(caught.value)
+    assert "GPU=3 from overrides" in str(caught.value)
+
+
+def test_design_example_2_3_5_names_logical_gpus_where_none_is_detected(generic: object) -> None:
+    """DESIGN: ``CUDA_VISIBLE_DEVICES=2,3,5`` with an override of 3 GPUs gives "2","3","5"."""
+    host = acme_host(env={"ACME_VISIBLE_DEVICES": "2,3,5"}, csv=None)
+    node = detect_node(host, {"GPU": 3})
+    assert [(d.id, d.index, d.source) for d in node.devices] == [
+        ("2", 0, "env"),
+        ("3", 1, "env"),
+        ("5", 2, "env"),
+    ]
+    with pytest.raises(ConfigurationError) as caught:
+        detect_node(host, {"GPU": 4})
     assert "ACME_VISIBLE_DEVICES='2,3,5' allows 3" in str(caught.value)
-    assert "GPU=4 from overrides" in str(caught.value)
 
 
-def test_a_stray_index_never_stands_for_a_partition(use_managers: MakeManagers) -> None:
-    """A MIG-enabled GPU is never handed out by its parent index, even through the variable."""
+def test_an_index_never_names_a_partition(use_managers: MakeManagers) -> None:
+    """A MIG-enabled GPU is never handed out by its parent index, even through the variable: a
+    stray index names no device, and ends the list there."""
     instances = [Device(f"MIG-{n}", parent="GPU-a", type_label="A100-1g.5gb") for n in range(2)]
 
     def matches(self: object, token: str, device: Device) -> bool:  # as NVIDIA's: ids only
@@ -214,28 +220,35 @@ def test_a_stray_index_never_stands_for_a_partition(use_managers: MakeManagers) 
             "chip", "CHIP", instances, visible_devices_env_var="CHIP_VISIBLE", matches=matches
         )
     )
-    node = detect_node(FakeHost(env={"CHIP_VISIBLE": "0,MIG-1"}))
+    node = detect_node(FakeHost(env={"CHIP_VISIBLE": "MIG-1,0,MIG-0"}))
     assert [(d.id, d.parent) for d in node.devices] == [("MIG-1", "GPU-a")]
+    assert detect_node(FakeHost(env={"CHIP_VISIBLE": "0,MIG-1"})).devices == []
 
 
-def test_tokens_beyond_the_detected_count_are_left_out(generic: object) -> None:
-    node = detect_node(acme_host(env={"ACME_VISIBLE_DEVICES": "7,3,5,5"}, csv=acme_csv(2)))
-    assert ids(node) == ["7", "3"]
-    warnings = levels(node, "warning")
-    assert "acme: ACME_VISIBLE_DEVICES names '5' more than once; keeping the first" in warnings
-    assert warnings[-1] == (
-        "acme: ACME_VISIBLE_DEVICES names '5', which match(es) no detected device, and every "
-        "detected device is already accounted for; leaving it out"
+def test_a_token_two_devices_match_names_neither(use_managers: MakeManagers) -> None:
+    """A UUID prefix two devices share names no device (ROCr's rule; CUDA asks for a unique
+    prefix), so it ends the list like any token that names none."""
+    devices = [Device(str(n), uuid=f"GPU-ab{n}") for n in range(2)]
+
+    def matches(self: object, token: str, device: Device) -> bool:
+        return (device.uuid or "").startswith(token)
+
+    use_managers(
+        static_manager("chip", "CHIP", devices, visible_devices_env_var="V", matches=matches)
     )
-
-
-def test_unnamed_devices_of_mixed_types_give_no_facts(generic: object) -> None:
-    csv = acme_csv(1, "Acme Z9") + "1, GPU-1, Acme T4, 8192\n"
-    node = detect_node(acme_host(env={"ACME_VISIBLE_DEVICES": "9"}, csv=csv))
-    assert [(d.id, d.model, d.type_label, d.memory_bytes) for d in node.devices] == [
-        ("9", None, None, None)
+    node = detect_node(FakeHost(env={"V": "GPU-ab1,GPU-ab,0"}))
+    assert [(d.id, d.uuid) for d in node.devices] == [("GPU-ab1", "GPU-ab1")]
+    assert levels(node, "warning") == [
+        "chip: V names 'GPU-ab', which matches 2 detected devices ('0', '1'); the runtime stops "
+        "reading the list there, leaving out 'GPU-ab', '0' (name only devices this node has)"
     ]
-    assert node.resources == {"GPU": 1.0}
+
+
+def test_a_token_naming_an_excluded_device_does_not_end_the_list(generic: object) -> None:
+    env = {"ACME_VISIBLE_DEVICES": "1,0", EXCLUDE_ENV: "acme:1"}
+    node = detect_node(acme_host(env=env, csv=acme_csv(2)))
+    assert ids(node) == ["0"]
+    assert levels(node, "warning") == []
 
 
 def test_a_value_that_reads_as_nothing_by_accident_is_a_warning(

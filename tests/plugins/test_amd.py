@@ -185,14 +185,14 @@ def test_type_label_comes_from_the_pci_device_id(device_id: Any, label: str) -> 
 
 def test_every_listed_product_has_an_instinct_label() -> None:
     assert all(label.startswith("AMD-Instinct-MI") for label in PRODUCTS.values())
-    assert len(PRODUCTS) == 12
+    assert len(PRODUCTS) == 15  # 12 products and 3 virtual functions labelled as theirs
 
 
 @pytest.mark.parametrize(
     ("facts", "label", "model"),
     [
         (
-            {"device_id": "0x74b9", "market_name": "AMD Instinct MI400X"},
+            {"device_id": "0x7f01", "market_name": "AMD Instinct MI400X"},
             "AMD-Instinct-MI400X",
             "AMD Instinct MI400X",
         ),
@@ -201,8 +201,8 @@ def test_every_listed_product_has_an_instinct_label() -> None:
             "AMD-Radeon-RX-9070-XT",
             "Radeon RX 9070 XT",
         ),
-        ({"device_id": "0x74b9", "market_name": "N/A"}, "AMD-GPU-74b9", None),
-        ({"device_id": "0x74b9"}, "AMD-GPU-74b9", None),
+        ({"device_id": "0x7f01", "market_name": "N/A"}, "AMD-GPU-7f01", None),
+        ({"device_id": "0x7f01"}, "AMD-GPU-7f01", None),
     ],
 )
 def test_an_unknown_id_keeps_the_market_name(

@@ -151,7 +151,8 @@ def test_type_labels(
 # -- part 2: detection -------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("hierarchy", "ids_per_card"),
-    [(None, [2, 2, 1]), ("FLAT", [2, 2, 1]), ("COMPOSITE", [1, 1, 1]), ("combined", [1, 1, 1])],
+    # COMBINED: Level Zero shows cards, but SYCL (ONEAPI_DEVICE_SELECTOR's numbering) stacks
+    [(None, [2, 2, 1]), ("FLAT", [2, 2, 1]), ("COMPOSITE", [1, 1, 1]), ("combined", [2, 2, 1])],
 )
 def test_root_devices_follow_the_hierarchy_mode(
     tmp_path: pathlib.Path,

@@ -19,6 +19,10 @@ EXPECTED: dict[str, tuple[dict[str, tuple[int, str, str]], dict[str, float]]] = 
         {"nvidia": (8, "H100", "command")},
         {"GPU": 8, "accelerator_type:H100": 1},
     ),
+    "nvidia-h100-1gpu": (  # recorded on a real H100 (driver 580, CUDA 13)
+        {"nvidia": (1, "H100", "command")},
+        {"GPU": 1, "accelerator_type:H100": 1},
+    ),
     "amd-mi300x-8gpu": (
         {"amd": (8, "AMD-Instinct-MI300X-OAM", "command")},
         {"GPU": 8, "accelerator_type:AMD-Instinct-MI300X-OAM": 1},

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import accelkit
 import pytest
@@ -25,25 +26,87 @@ def builtins_and_example(monkeypatch: pytest.MonkeyPatch) -> None:
     accelkit.registry.reset()
 
 
-# -- the seed's examples -------------------------------------------------------------------------
+# -- Ray Train's "Configuring Scale and Accelerators", example by example ------------------------
+def h100_grants(plan: ScalingConfig) -> list[accelkit.Grant]:
+    """Every bundle of ``plan`` granted on the recorded 8-GPU node, CPUs as the plan needs."""
+    from accelkit.host import load_snapshot
+
+    host = load_snapshot(ROOT / "examples" / "nodes" / "nvidia-h100-8gpu")
+    node = accelkit.detect_node(host, overrides={"CPU": plan.total_resources["CPU"]})
+    allocator = accelkit.Allocator(node)
+    grants = [allocator.acquire(bundle) for bundle in plan.bundles]
+    held = [grant for grant in grants if grant is not None]
+    assert len(held) == len(grants), f"the H100 node cannot hold {plan.bundles}"
+    return held
+
+
+def worker_devices(grant: accelkit.Grant) -> list[str]:
+    """The torch devices a worker started with ``grant``'s environment names."""
+    return devices(env={k: v for k, v in grant.env({}).items() if v is not None}, grant=grant)
+
+
+def heads(plan: ScalingConfig) -> dict[int, str]:
+    """Bundle index -> the slice head resource it holds."""
+    return {i: k for i, bundle in enumerate(plan.bundles) for k in bundle if k.endswith("-head")}
+
+
+def test_eight_workers() -> None:
+    """``ScalingConfig(num_workers=8)``: eight CPU workers of 1 CPU each, gloo between them."""
+    plan = ScalingConfig(num_workers=8)
+    assert plan.per_worker_resources == {"CPU": 1.0}
+    assert plan.bundles == [{"CPU": 1.0}] * 8
+    assert plan.total_resources == {"CPU": 8.0}
+    assert (plan.slices, heads(plan), plan.backend) == (0, {}, "gloo")
+
+
 def test_eight_workers_with_one_gpu_each() -> None:
+    """``ScalingConfig(num_workers=8, use_gpu=True)``: "training runs on 8 GPUs (8 workers,
+    each using one GPU)"."""
     plan = ScalingConfig(num_workers=8, use_gpu=True)
     assert plan.per_worker_resources == {"CPU": 1.0, "GPU": 1.0}
     assert plan.total_resources == {"CPU": 8.0, "GPU": 8.0}
     assert plan.bundles == [{"CPU": 1.0, "GPU": 1.0}] * 8
+    assert (plan.slices, heads(plan), plan.placement_strategy) == (0, {}, "PACK")
     assert plan.backend == "nccl"
+    assert [worker_devices(g) for g in h100_grants(plan)] == [["cuda:0"]] * 8
 
 
-def test_two_gpus_per_worker() -> None:
-    plan = ScalingConfig(num_workers=4, use_gpu=True, resources_per_worker={"GPU": 2})
+def test_one_gpu_worker_gets_cuda_0() -> None:
+    """``ScalingConfig(num_workers=1, use_gpu=True)``, whose worker asserts
+    ``get_device() == torch.device("cuda:0")``."""
+    plan = ScalingConfig(num_workers=1, use_gpu=True)
+    assert plan.bundles == [{"CPU": 1.0, "GPU": 1.0}]
+    assert [worker_devices(g) for g in h100_grants(plan)] == [["cuda:0"]]
+
+
+def test_two_gpus_for_one_worker() -> None:
+    """``ScalingConfig(num_workers=1, use_gpu=True, resources_per_worker={"GPU": 2})``, whose
+    worker asserts ``get_devices() == [torch.device("cuda:0"), torch.device("cuda:1")]``."""
+    plan = ScalingConfig(num_workers=1, use_gpu=True, resources_per_worker={"GPU": 2})
     assert plan.per_worker_resources == {"GPU": 2.0, "CPU": 1.0}
-    assert plan.total_resources == {"GPU": 8.0, "CPU": 4.0}
+    assert plan.bundles == [{"GPU": 2.0, "CPU": 1.0}]
+    assert plan.total_resources == {"GPU": 2.0, "CPU": 1.0}
+    assert [worker_devices(g) for g in h100_grants(plan)] == [["cuda:0", "cuda:1"]]
 
 
-def test_half_a_gpu_and_four_cpus_per_worker() -> None:
-    plan = ScalingConfig(num_workers=10, use_gpu=True, resources_per_worker={"CPU": 4, "GPU": 0.5})
+def test_four_cpus_and_two_gpus_per_worker() -> None:
+    """``ScalingConfig(num_workers=8, resources_per_worker={"CPU": 4, "GPU": 2},
+    use_gpu=True)``."""
+    plan = ScalingConfig(num_workers=8, resources_per_worker={"CPU": 4, "GPU": 2}, use_gpu=True)
+    assert plan.per_worker_resources == {"CPU": 4.0, "GPU": 2.0}
+    assert plan.bundles == [{"CPU": 4.0, "GPU": 2.0}] * 8
+    assert plan.total_resources == {"CPU": 32.0, "GPU": 16.0}
+    assert (plan.slices, heads(plan)) == (0, {})
+
+
+def test_half_a_gpu_and_four_cpus_per_worker_share_devices() -> None:
+    """``ScalingConfig(num_workers=8, resources_per_worker={"CPU": 4, "GPU": 0.5},
+    use_gpu=True)``: "multiple workers are assigned the same CUDA device"."""
+    plan = ScalingConfig(num_workers=8, resources_per_worker={"CPU": 4, "GPU": 0.5}, use_gpu=True)
     assert plan.per_worker_resources == {"CPU": 4.0, "GPU": 0.5}
-    assert plan.total_resources == {"CPU": 40.0, "GPU": 5.0}
+    assert plan.bundles == [{"CPU": 4.0, "GPU": 0.5}] * 8
+    assert plan.total_resources == {"CPU": 32.0, "GPU": 4.0}
+    assert [g.ids["GPU"] for g in h100_grants(plan)] == [[str(i // 2)] for i in range(8)]
 
 
 def test_a_tenth_of_a_gpu_adds_up_exactly() -> None:
@@ -51,31 +114,163 @@ def test_a_tenth_of_a_gpu_adds_up_exactly() -> None:
     assert plan.total_resources["GPU"] == 1.0
 
 
-def test_an_accelerator_type_lands_every_worker_on_it() -> None:
-    plan = ScalingConfig(num_workers=2, use_gpu=True, accelerator_type="A100")
+def test_an_a100_worker() -> None:
+    """``ScalingConfig(num_workers=1, use_gpu=True, accelerator_type="A100")``: "assign each
+    worker a NVIDIA A100 GPU", with Ray's token demand for the type."""
+    plan = ScalingConfig(num_workers=1, use_gpu=True, accelerator_type="A100")
     assert plan.accelerator_type_demand == {"accelerator_type:A100": 0.001}
-    assert plan.bundles[1] == {"CPU": 1.0, "GPU": 1.0, "accelerator_type:A100": 0.001}
-    assert plan.total_resources["accelerator_type:A100"] == 0.002
+    assert plan.per_worker_resources == {"CPU": 1.0, "GPU": 1.0, "accelerator_type:A100": 0.001}
+    assert plan.bundles == [{"CPU": 1.0, "GPU": 1.0, "accelerator_type:A100": 0.001}]
+    assert (plan.slices, heads(plan)) == (0, {})
+    assert ScalingConfig(2, use_gpu=True, accelerator_type="A100").total_resources == {
+        "CPU": 2.0,
+        "GPU": 2.0,
+        "accelerator_type:A100": 0.002,
+    }
 
 
-def test_a_v6e_4x4_slice_with_one_worker_per_host() -> None:
-    plan = ScalingConfig(num_workers=4, use_tpu=True, accelerator_type="TPU-V6E", topology="4x4")
-    assert plan.tpu is not None and plan.tpu.pod_type == "v6e-16"
+def test_one_v6e_4x4_slice_one_worker_per_host() -> None:
+    """``ScalingConfig(num_workers=4, use_tpu=True, topology="4x4",
+    accelerator_type="TPU-V6E")``: "Single slice: 4 v6e VMs in a 4x4 topology"."""
+    plan = ScalingConfig(num_workers=4, use_tpu=True, topology="4x4", accelerator_type="TPU-V6E")
+    assert plan.tpu is not None and (plan.tpu.pod_type, plan.tpu.hosts) == ("v6e-16", 4)
     assert plan.per_worker_resources == {"CPU": 1.0, "TPU": 4.0}
-    assert plan.bundles[0] == {"CPU": 1.0, "TPU": 4.0, "TPU-v6e-16-head": 1.0}
-    assert plan.bundles[1] == {"CPU": 1.0, "TPU": 4.0}
+    assert (
+        plan.bundles
+        == [{"CPU": 1.0, "TPU": 4.0, "TPU-v6e-16-head": 1.0}] + [{"CPU": 1.0, "TPU": 4.0}] * 3
+    )
     assert plan.total_resources == {"CPU": 4.0, "TPU": 16.0, "TPU-v6e-16-head": 1.0}
-    assert plan.slices == 1
+    assert plan.slices == 1 and heads(plan) == {0: "TPU-v6e-16-head"}
+    assert [plan.slice_of(w) for w in range(4)] == [0, 0, 0, 0]
+    assert plan.placement_strategy == "STRICT_SPREAD"
     assert plan.backend == "xla"
 
 
-def test_eight_v6e_4x4_workers_fill_two_slices_or_halve_their_hosts() -> None:
-    two_slices = ScalingConfig(8, use_tpu=True, accelerator_type="v6e", topology="4x4")
-    assert two_slices.slices == 2 and two_slices.per_worker_resources["TPU"] == 4.0
-    one_slice = ScalingConfig(
-        8, use_tpu=True, accelerator_type="v6e", topology="4x4", resources_per_worker={"TPU": 2}
+def test_eight_v6e_4x4_workers_are_two_slices_with_a_head_each() -> None:
+    """``ScalingConfig(num_workers=8, use_tpu=True, topology="4x4",
+    accelerator_type="TPU-V6E")``: "Multi-slice: 2 v6e slices, 8 VMs total"."""
+    plan = ScalingConfig(num_workers=8, use_tpu=True, topology="4x4", accelerator_type="TPU-V6E")
+    assert plan.per_worker_resources == {"CPU": 1.0, "TPU": 4.0}
+    head = {"CPU": 1.0, "TPU": 4.0, "TPU-v6e-16-head": 1.0}
+    assert plan.bundles == ([head] + [{"CPU": 1.0, "TPU": 4.0}] * 3) * 2
+    assert plan.total_resources == {"CPU": 8.0, "TPU": 32.0, "TPU-v6e-16-head": 2.0}
+    assert plan.slices == 2 and heads(plan) == {0: "TPU-v6e-16-head", 4: "TPU-v6e-16-head"}
+    assert [plan.slice_of(w) for w in range(8)] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert plan.placement_strategy == "STRICT_SPREAD"
+
+
+def test_two_of_each_hosts_four_chips_still_one_worker_per_host() -> None:
+    """``ScalingConfig(num_workers=4, use_tpu=True, topology="4x4", accelerator_type="TPU-V6E",
+    resources_per_worker={"TPU": 2})``: "to use only 2 of the 4 chips on a ct6e-standard-4t
+    host". Four workers, one per host, 2 chips each, one slice."""
+    plan = ScalingConfig(
+        num_workers=4,
+        use_tpu=True,
+        topology="4x4",
+        accelerator_type="TPU-V6E",
+        resources_per_worker={"TPU": 2},
     )
-    assert one_slice.slices == 1 and one_slice.total_resources["TPU"] == 16.0
+    assert plan.tpu is not None and plan.tpu.chips_per_host == 4
+    assert plan.per_worker_resources == {"TPU": 2.0, "CPU": 1.0}
+    assert (
+        plan.bundles
+        == [{"TPU": 2.0, "CPU": 1.0, "TPU-v6e-16-head": 1.0}] + [{"TPU": 2.0, "CPU": 1.0}] * 3
+    )
+    assert plan.total_resources == {"TPU": 8.0, "CPU": 4.0, "TPU-v6e-16-head": 1.0}
+    assert plan.slices == 1 and heads(plan) == {0: "TPU-v6e-16-head"}
+    assert [plan.slice_of(w) for w in range(4)] == [0, 0, 0, 0]
+    assert plan.placement_strategy == "STRICT_SPREAD"  # never two workers on one host
+    eight = ScalingConfig(
+        8, use_tpu=True, topology="4x4", accelerator_type="TPU-V6E", resources_per_worker={"TPU": 2}
+    )
+    assert eight.slices == 2 and eight.total_resources["TPU"] == 16.0
+
+
+def test_a_v4_2x2x4_slice() -> None:
+    """``ScalingConfig(num_workers=4, use_tpu=True, topology="2x2x4",
+    accelerator_type="TPU-V4")``: "For TPUs, accelerator_type specifies the TPU generation"."""
+    plan = ScalingConfig(num_workers=4, use_tpu=True, topology="2x2x4", accelerator_type="TPU-V4")
+    assert plan.tpu is not None
+    assert (plan.tpu.chips, plan.tpu.hosts, plan.tpu.pod_type) == (16, 4, "v4-32")
+    assert plan.per_worker_resources == {"CPU": 1.0, "TPU": 4.0}
+    assert (
+        plan.bundles
+        == [{"CPU": 1.0, "TPU": 4.0, "TPU-v4-32-head": 1.0}] + [{"CPU": 1.0, "TPU": 4.0}] * 3
+    )
+    assert plan.total_resources == {"CPU": 4.0, "TPU": 16.0, "TPU-v4-32-head": 1.0}
+    assert plan.slices == 1 and heads(plan) == {0: "TPU-v4-32-head"}
+    assert [plan.slice_of(w) for w in range(4)] == [0, 0, 0, 0]
+
+
+def test_nccl_with_gpus_gloo_otherwise_and_overridable() -> None:
+    """Ray Train: "By default Ray Train uses NCCL when ``use_gpu=True`` and Gloo otherwise",
+    overridden with ``ScalingConfig(num_workers=num_training_workers, use_gpu=True)`` and
+    ``TorchConfig(backend="gloo")``: here ``backend="gloo"``."""
+    assert ScalingConfig(num_workers=1, use_gpu=True).backend == "nccl"
+    assert ScalingConfig(num_workers=1).backend == "gloo"
+    overridden = ScalingConfig(num_workers=1, use_gpu=True, backend="gloo")
+    assert overridden.backend == "gloo"
+    assert overridden.bundles == [{"CPU": 1.0, "GPU": 1.0}]
+
+
+def test_two_cpus_per_worker_need_no_trainer_cpu() -> None:
+    """``ScalingConfig(num_workers=4, resources_per_worker={"CPU": 2}, trainer_resources={"CPU":
+    0})``, Ray Train's deprecated way to fit 4 workers of 2 CPUs into 8 CPUs. accelkit reserves
+    no trainer, so the plan without ``trainer_resources`` already asks for exactly 8."""
+    plan = ScalingConfig(num_workers=4, resources_per_worker={"CPU": 2})
+    assert plan.bundles == [{"CPU": 2.0}] * 4
+    assert plan.total_resources == {"CPU": 8.0}
+
+
+def test_the_readme_shows_the_override_as_it_plans() -> None:
+    text = (ROOT / "README.md").read_text()
+    blocks = [b.split("\n", 1)[1] for b in text.split("```")[1::2] if b.startswith("python")]
+    training = next(b for b in blocks if 'resources_per_worker={"TPU": 2}' in b)
+    namespace: dict[str, object] = {}
+    exec(compile(training, "README.md", "exec"), namespace)
+    tpu = namespace["tpu"]
+    assert isinstance(tpu, ScalingConfig)
+    assert tpu.bundles[:2] == [
+        {"TPU": 2.0, "CPU": 1.0, "TPU-v6e-16-head": 1.0},
+        {"TPU": 2.0, "CPU": 1.0},
+    ]
+    assert (tpu.slices, tpu.placement_strategy, tpu.slice_of(3)) == (1, "STRICT_SPREAD", 0)
+
+
+def test_single_host_slices_each_take_their_head() -> None:
+    plan = ScalingConfig(2, use_tpu=True, topology="2x4", accelerator_type="v6e")
+    assert plan.tpu is not None and plan.tpu.hosts == 1
+    assert plan.slices == 2 and heads(plan) == {0: "TPU-v6e-8-head", 1: "TPU-v6e-8-head"}
+    assert [plan.slice_of(w) for w in range(2)] == [0, 1]
+
+
+@given(
+    st.sampled_from(
+        [("v6e", "4x4"), ("v6e", "8x8"), ("v6e", "2x4"), ("v4", "2x2x2"), ("v5p", "4x4x4")]
+    ),
+    st.integers(min_value=1, max_value=4),
+    st.sampled_from([None, 1, 2, 4]),
+)
+def test_k_slices_reserve_k_heads_at_each_slices_first_worker(
+    shape: tuple[str, str], k: int, chips: Optional[int]
+) -> None:
+    found = tpu_slice(*shape)
+    wanted = None if chips is None else {"TPU": chips}
+    plan = ScalingConfig(
+        k * found.hosts,
+        use_tpu=True,
+        accelerator_type=shape[0],
+        topology=shape[1],
+        resources_per_worker=wanted,
+    )
+    assert plan.slices == k
+    assert heads(plan) == {s * found.hosts: found.head_resource for s in range(k)}
+    assert plan.total_resources[found.head_resource] == k
+    assert [plan.slice_of(w) for w in range(plan.num_workers)] == sorted(
+        list(range(k)) * found.hosts
+    )
+    per_worker = found.chips_per_host if chips is None else chips
+    assert plan.total_resources["TPU"] == k * found.hosts * per_worker
 
 
 # -- any family through accelerator= ---------------------------------------------------------------
@@ -129,6 +324,7 @@ def test_backends_come_from_the_families() -> None:
         ({"use_gpu": True, "use_tpu": True}, r"one accelerator, got GPU and TPU"),
         ({"use_gpu": True, "accelerator": "neuron"}, r"one accelerator, got GPU and neuron_cores"),
         ({"use_tpu": True}, r"4 TPU workers need the slice .*accelerator_type.*topology"),
+        ({"resources_per_worker": {"TPU": 2}}, r"asks for TPU 2, .*set use_tpu=True"),
         (
             {"use_gpu": True, "resources_per_worker": {"GPU": 1.5}},
             r"resources_per_worker\['GPU'\] 1\.5 is above 1",
@@ -146,8 +342,28 @@ def test_refusals_say_what_is_wrong(kwargs: dict[str, object], message: str) -> 
 @pytest.mark.parametrize(
     ("workers", "kwargs", "message"),
     [
-        (6, {}, r"6 workers with 4 chips each do not fill whole v6e-16 slices .*multiple of 4"),
-        (4, {"resources_per_worker": {"TPU": 3}}, r"TPU 3 per worker does not divide the 4 chips"),
+        (
+            6,
+            {},
+            r"6 TPU workers do not fill whole v6e-16 slices: each worker is one host and a 4x4 "
+            r"slice has 4 hosts, so num_workers is a multiple of 4, such as 4 \(1 slice\) or 8 "
+            r"\(2 slices\); resources_per_worker sets the chips each worker uses on its host",
+        ),
+        (6, {"resources_per_worker": {"TPU": 2}}, r"multiple of 4, such as 4 \(1 slice\) or 8"),
+        (3, {}, r"multiple of 4, such as 4 \(1 slice\);"),
+        (
+            4,
+            {"resources_per_worker": {"TPU": 8}},
+            r"asks for TPU 8, but each worker is one v6e-16 host, which has 4 chips: ask for at "
+            r"most 4, or leave TPU out",
+        ),
+        (
+            4,
+            {"resources_per_worker": {"TPU": 3}},
+            r"TPU 3 is refused: .*ask for 1, 2, 4, 8 \(each worker is one v6e-16 host of 4 chips\)",
+        ),
+        (4, {"resources_per_worker": {"TPU": 0.5}}, r"TPU 0\.5 is refused: .*fractional"),
+        (4, {"resources_per_worker": {"TPU": 0}}, r"gives each worker TPU 0; give a positive"),
         (0, {}, r"num_workers must be a whole number of at least 1, not 0"),
     ],
 )
@@ -160,6 +376,20 @@ def test_tpu_refusals(workers: int, kwargs: dict[str, object], message: str) -> 
             topology="4x4",
             **kwargs,  # type: ignore[arg-type]
         )
+
+
+def test_slice_of_names_a_rank_of_a_plan_on_slices() -> None:
+    plan = ScalingConfig(4, use_tpu=True, accelerator_type="v6e", topology="4x4")
+    refusals = {
+        4: r"worker 4 is not in this plan of 4 workers \(ranks 0 to 3\)",
+        -1: r"worker -1 is not in this plan",
+        True: r"a worker is its rank, a whole number, not True",
+    }
+    for rank, message in refusals.items():
+        with pytest.raises(ValueError, match=message):
+            plan.slice_of(rank)
+    with pytest.raises(ValueError, match=r"this plan runs on no TPU slice.*use_tpu=True"):
+        ScalingConfig(4, use_gpu=True).slice_of(0)
 
 
 # -- TPU slices ---------------------------------------------------------------------------------
@@ -292,8 +522,8 @@ def test_devices_are_renumbered_from_zero() -> None:
     assert devices(env={"ASCEND_RT_VISIBLE_DEVICES": "3"}) == ["npu:0"]
     assert devices(env={"HABANA_VISIBLE_MODULES": "0,1"}) == ["hpu"]
     assert devices(env={}) == ["cpu"]
-    with pytest.raises(ValueError, match="no device names for framework 'tensorflow'"):
-        devices("tensorflow", env={})
+    with pytest.raises(ValueError, match="no device names for framework 'mxnet'"):
+        devices("mxnet", env={})
 
 
 def h100_node() -> accelkit.Node:
@@ -347,16 +577,21 @@ def test_neuron_cores_stay_exclusive_among_peers() -> None:
     assert not any(k.startswith("ACCELKIT_LOCAL_DEVICES") for k in env)
 
 
-def test_the_example_places_four_workers_of_two_gpus_each() -> None:
+def run_example(*args: str) -> list[dict[str, object]]:
+    """What each worker of ``examples/training/plan_and_run.py ARGS`` reported."""
     result = subprocess.run(
-        [sys.executable, "examples/training/plan_and_run.py", "--workers", "4", "--gpus", "2"],
+        [sys.executable, "examples/training/plan_and_run.py", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
-    reports = [json.loads(line) for line in result.stdout.splitlines()]
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_the_example_places_four_workers_of_two_gpus_each() -> None:
+    reports = run_example("--workers", "4", "--gpus", "2")
     assert [r["rank"] for r in reports] == [0, 1, 2, 3]
     assert [r["devices"] for r in reports] == [
         ["cuda:0", "cuda:1"],
@@ -366,6 +601,17 @@ def test_the_example_places_four_workers_of_two_gpus_each() -> None:
     ]
     assert {r["backend"] for r in reports} == {"nccl"}
     assert {r["visible"] for r in reports} == {"0,1,2,3,4,5,6,7"}
+
+
+def test_the_example_runs_two_slices_of_the_recorded_tpu_host() -> None:
+    """Two v6e-8 slices (one host each), each worker on 4 of its host's 8 chips."""
+    reports = run_example("--tpu-slices", "2")
+    assert [(r["rank"], r["slice"]) for r in reports] == [(0, 0), (1, 1)]
+    assert [r["devices"] for r in reports] == [["xla:0", "xla:1", "xla:2", "xla:3"]] * 2
+    assert {r["visible"] for r in reports} == {"0,1,2,3"}
+    assert {r["backend"] for r in reports} == {"xla"}
+    whole_hosts = run_example("--tpu-slices", "2", "--chips", "0")
+    assert [(r["slice"], r["visible"]) for r in whole_hosts] == [(0, None), (1, None)]
 
 
 class SloppyManager(accelkit.AcceleratorManager):

@@ -1,5 +1,6 @@
 """Holders in other processes: a child takes a grant from a ledger file, prints its ids, and
-holds it until told to go (or until it is killed)."""
+holds it until told to go (or until it is killed); and the ``accelkit`` verbs run as commands on
+the example H100 node."""
 
 from __future__ import annotations
 
@@ -7,12 +8,38 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from accelkit import Node, detect_node, load_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = ("nvidia-h100-8gpu", "tpu-v6e-8", "neuron-trn1-32xlarge")
+H100 = str(ROOT / "examples" / "nodes" / "nvidia-h100-8gpu")
+
+
+def accelkit(ledger: Path, verb: str, *argv: str) -> list[str]:
+    """The command line of ``accelkit VERB --ledger LEDGER ARGV...``."""
+    return [sys.executable, "-m", "accelkit.cli", verb, "--ledger", str(ledger), *argv]
+
+
+def run(
+    ledger: Path, *argv: str, timeout: float = 60, env: Optional[dict[str, str]] = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a verb to its end (``env``: the whole environment, None: this one)."""
+    return subprocess.run(
+        accelkit(ledger, *argv), capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+def start(ledger: Path, *argv: str, **options: Any) -> subprocess.Popen[str]:
+    """Start a verb, its stdout and stderr piped (``options`` go to ``Popen``)."""
+    return subprocess.Popen(
+        accelkit(ledger, *argv),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **options,
+    )
 
 
 def node_of(name: str) -> Node:

@@ -46,3 +46,16 @@ def hold(gate: str, started: str) -> str:
 
 def touch(path: str) -> None:
     Path(path).touch()
+
+
+def take_step(node_file: str) -> tuple[str, dict[str, list[str]] | None]:
+    """The worker's own GPUs, and what a ledger opened in the worker takes (a step of its
+    grant, which the worker's environment names)."""
+    import json
+
+    from accelkit import Node
+    from accelkit.ledger import Ledger
+
+    ledger = Ledger(None, Node.from_dict(json.loads(Path(node_file).read_text())))
+    step = ledger.acquire({"GPU": 1})
+    return os.environ["CUDA_VISIBLE_DEVICES"], None if step is None else step.ids

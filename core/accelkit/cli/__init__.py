@@ -25,7 +25,18 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
-VERBS = ("ls", "plugins", "env", "run", "ps", "resources", "dask-worker", "snapshot", "check")
+VERBS = (
+    "ls",
+    "plugins",
+    "env",
+    "run",
+    "ps",
+    "resources",
+    "dask-worker",
+    "snapshot",
+    "check",
+    "verify",
+)
 """Verb modules in the order ``--help`` lists them."""
 
 
@@ -40,7 +51,8 @@ def build_parser(verb: Optional[str] = None) -> argparse.ArgumentParser:
     common.add_argument(
         "--host",
         metavar="DIR",
-        help="read a node snapshot directory (made by `accelkit snapshot`) instead of this machine",
+        help="read a node snapshot directory (made by `accelkit snapshot`) instead of this "
+        "machine, with its recorded vendor variables; only ACCELKIT_* ones come from this shell",
     )
     parser = _Parser(
         prog="accelkit",

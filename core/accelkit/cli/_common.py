@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -20,13 +20,19 @@ if TYPE_CHECKING:
     from accelkit.schedule._grant import Grant
 
 
+OPERATOR_PREFIX = "ACCELKIT_"
+"""The operator's variables, which ``--host`` takes from the shell; vendor ones it replays."""
+
+
 def host_from_args(args: argparse.Namespace) -> Host:
     """The snapshot named by ``--host DIR``, or this machine.
 
-    A snapshot is replayed with this shell's operator and visibility variables
-    (``ACCELKIT_OVERRIDE_RESOURCES``, ``ACCELKIT_EXCLUDE_DEVICES``, ``CUDA_VISIBLE_DEVICES``, ...)
-    in place of the recorded ones, as they would act on that node; one line on stderr says which,
-    and detection checks them as it checks the recorded ones. Never ignored silently.
+    A snapshot replays the recorded node, vendor variables included: this shell's
+    (``NVIDIA_VISIBLE_DEVICES``, set in every GPU container, or ``CUDA_VISIBLE_DEVICES``)
+    describe this machine, not that one. Only the operator's ``ACCELKIT_*`` variables that
+    detection reads (``ACCELKIT_OVERRIDE_RESOURCES``, ``ACCELKIT_EXCLUDE_DEVICES``, ...) come from
+    this shell, in place of the recorded ones; one line on stderr names them, and detection checks
+    them as it checks the recorded ones.
     """
     if not getattr(args, "host", None):
         return LocalHost()
@@ -35,7 +41,7 @@ def host_from_args(args: argparse.Namespace) -> Host:
     from accelkit.node._operator import CONFIG_ENV_VARS
 
     variables = (n for m in registry.managers() for n in registry.variables_read(m))
-    names = {*CONFIG_ENV_VARS, *variables}
+    names = {n for n in (*CONFIG_ENV_VARS, *variables) if n.startswith(OPERATOR_PREFIX)}
     shell = {name: os.environ[name] for name in sorted(names) if name in os.environ}
     if shell:
         shown = ", ".join(f"{name}={value!r}" for name, value in shell.items())
@@ -146,11 +152,19 @@ def add_ledger_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def open_ledger(args: argparse.Namespace, node: Optional[Node] = None) -> Ledger:
-    """The ledger ``--ledger`` names (or the default one), for ``node``."""
+def open_ledger(
+    args: argparse.Namespace,
+    node: Optional[Node] = None,
+    *,
+    host: Optional[Host] = None,
+    overrides: Optional[Mapping[str, object]] = None,
+) -> Ledger:
+    """The ledger ``--ledger`` names (or the default one), for ``node``; without one, for the
+    physical node of ``host`` (this machine when None), of which this process takes what it sees
+    (with ``overrides``)."""
     from accelkit.ledger._ledger import Ledger
 
-    return Ledger(args.ledger, node)
+    return Ledger(args.ledger, node, host=host, overrides=overrides)
 
 
 def grant_text(grant: Grant) -> str:

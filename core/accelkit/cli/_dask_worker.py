@@ -1,17 +1,41 @@
 """``accelkit dask-worker SCHEDULER_ADDRESS``: this node's accelerators as workers of a Dask
-cluster, one worker process per device (or per ``--per-worker`` share), each seeing only its
-devices and advertising them as dask resources. Run it on every node of a multi-node cluster,
-after ``dask scheduler`` on one of them."""
+cluster, one worker process per device (or per ``--per-worker`` share) free in the node's
+ledger, each seeing only its devices and advertising them as dask resources. Run it on every
+node of a multi-node cluster, after ``dask scheduler`` on one of them.
+
+The scheduler is asked first (a connection and distributed's handshake, :data:`CONNECT_TIMEOUT`
+at most): a scheduler that is not running, a mistyped address, or a port where something else
+listens (the dashboard's) is one line and an exit status, not a worker start that fails after
+distributed's own 30 s connect timeout, or never."""
 
 from __future__ import annotations
 
 import argparse
 import socket
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from accelkit.cli import EXIT_OK
-from accelkit.cli._common import host_from_args, quantity
+from accelkit.cli import EXIT_OK, describe
+from accelkit.cli._common import (
+    add_ledger_option,
+    grant_text,
+    host_from_args,
+    open_ledger,
+    process_text,
+    quantity,
+)
+
+if TYPE_CHECKING:
+    from accelkit.ledger._ledger import Ledger
+
+EXIT_BUSY = 75
+"""Every device of the node is held by others (sysexits' EX_TEMPFAIL, as ``accelkit run``)."""
+
+CONNECT_TIMEOUT = 5.0
+"""Seconds the scheduler has to take a TCP connection before the verb says it is not there."""
+
+STREAM_SCHEMES = ("tcp", "tls", "ws", "wss")
+"""distributed's transports over a TCP connection to ``host:port``: the ones checked first."""
 
 
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:
@@ -25,7 +49,13 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
             "process per device of each accelerator resource (or per --per-worker share of "
             "one), each with the environment of its grant and advertising it as resources "
             "(GPU=1 accelerator_type:H100=1). Submit with client.submit(f, resources={'GPU': 1}). "
+            "Takes the devices free in the node's ledger when it starts (as `accelkit run` "
+            "does; `accelkit ps` lists the workers' grants) and returns them when it stops. "
             "Needs accelkit[dask]. Stops when the scheduler closes or on SIGINT/SIGTERM."
+        ),
+        epilog=(
+            f"Exit status: 0 once the workers stop; {EXIT_BUSY} when every device is held; 2 "
+            "when the scheduler does not answer, or for a request the node cannot serve."
         ),
     )
     parser.add_argument("scheduler_address", metavar="SCHEDULER_ADDRESS", help="tcp://host:8786")
@@ -42,28 +72,107 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         default=1,
         help="how much of the resource each worker holds: 1 (default), 2, 0.5 (two per device)",
     )
+    add_ledger_option(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Plan the node's worker slots, say what each holds, and serve until stopped."""
+    """Check the scheduler answers, take the node's free slots from the ledger, say what each
+    holds, and serve until stopped."""
     try:
         from accelkit.integrations.dask import run_workers, worker_slots
     except ImportError as error:
         raise ValueError(
             f"dask-worker needs distributed: pip install 'accelkit[dask]' ({error})"
         ) from None
-    from accelkit.node._detect import detect_node
-
-    node = detect_node(host_from_args(args))
-    slots = worker_slots(node, args.resource, args.per_worker, prefix=f"{socket.gethostname()}-")
-    if not slots:
-        print("accelkit dask-worker: this node has no accelerators to serve", file=sys.stderr)
+    check_scheduler(args.scheduler_address)
+    ledger = open_ledger(args, host=host_from_args(args))
+    if not ledger.node.devices:
+        _say("this node has no accelerators to serve")
         return EXIT_OK
+    prefix = f"{socket.gethostname()}-"
+    slots = worker_slots(ledger, args.resource, args.per_worker, prefix=prefix)
+    if not slots:
+        _say(f"nothing to serve: {_holders(ledger)}; `accelkit ps` lists them")
+        return EXIT_BUSY
     for slot in slots:
         seen = " ".join(f"{var}={value}" for var, value in slot.env.items())
         print(f"{slot.name}: {slot.resources} {seen}", file=sys.stderr, flush=True)
-    import asyncio  # only here: it costs more than the rest of the CLI's start together
+    import asyncio  # here, not at the top: `accelkit --help` imports every verb's module
 
-    asyncio.run(run_workers(args.scheduler_address, slots))
+    try:
+        asyncio.run(run_workers(args.scheduler_address, slots))
+    except RuntimeError as error:  # distributed's "Nanny failed to start." over the real cause
+        if not isinstance(error.__cause__, OSError):
+            raise
+        raise ValueError(
+            f"the workers could not join the scheduler at {args.scheduler_address}: "
+            f"{describe(error.__cause__)}"
+        ) from None
     return EXIT_OK
+
+
+def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """``ValueError`` unless a Dask server answers at ``address`` within ``timeout`` seconds:
+    first a TCP connection (refused at once when nothing listens), then distributed's own
+    handshake, with the TLS settings the workers will use from Dask's configuration
+    (transports other than TCP are left to distributed)."""
+    import asyncio
+
+    from distributed.comm import connect
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.security import Security
+
+    scheme, location = parse_address(address)
+    if scheme not in STREAM_SCHEMES:
+        return
+    try:
+        host, port = parse_host_port(location)
+    except ValueError as error:
+        raise ValueError(
+            f"{address!r} is not a scheduler address ({error}): give the one `dask scheduler` "
+            "prints, e.g. tcp://node0:8786"
+        ) from None
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as error:
+        if isinstance(error, socket.timeout):
+            reason = f"no answer within {timeout:g} s"
+        else:
+            reason = error.strerror or str(error)
+        raise ValueError(
+            f"no Dask scheduler answers at {address} ({reason}): start `dask scheduler` there "
+            "first, or give the address it prints"
+        ) from None
+
+    async def handshake() -> None:
+        security = Security().get_connection_args("worker")
+        comm = await connect(address, timeout=timeout, **security)
+        await comm.close()
+
+    try:
+        asyncio.run(asyncio.wait_for(handshake(), timeout))
+    except Exception as error:  # whatever a server that is not Dask's makes distributed raise
+        if isinstance(error, asyncio.TimeoutError):
+            reason = f"no handshake within {timeout:g} s"
+        elif isinstance(error, OSError):
+            reason = describe(error)
+        else:
+            reason = "it does not speak Dask's protocol"
+        raise ValueError(
+            f"{address} answers, but not as a Dask scheduler ({reason}): give the address "
+            "`dask scheduler` prints (its port, 8786 by default; not the dashboard's)"
+        ) from None
+
+
+def _holders(ledger: Ledger) -> str:
+    """``GPU 0,1 held by pid 41 (sleep 60); ...``: who holds the node's devices."""
+    view = ledger.view()
+    held = [f"{grant_text(h.grant)} held by {process_text(h.holder)}" for h in view.holdings]
+    if view.waiting:
+        held.append(f"{len(view.waiting)} waiting request(s) come first")
+    return "; ".join(held) or "every device is held"
+
+
+def _say(message: str) -> None:
+    print(f"accelkit dask-worker: {message}", file=sys.stderr, flush=True)

@@ -4,6 +4,10 @@
 scheduler's worker holding that grant would. On any failure the verb prints ``false`` on stdout
 besides the error on stderr, so the ``eval`` fails too; in a script, write
 ``out=$(accelkit env -r GPU=1) && eval "$out"``, which also stops when accelkit cannot run.
+
+The verb takes nothing from the node's ledger: it answers as on an idle node. When the ledger
+holds a device the environment names, one line on stderr says who holds it (``eval`` never
+sees it), since a shell that uses it would share that device with its holder.
 """
 
 from __future__ import annotations
@@ -14,17 +18,25 @@ import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
-from accelkit.cli import EXIT_FAILED, EXIT_OK
+from accelkit.cli import EXIT_FAILED, EXIT_OK, describe
 from accelkit.cli._common import (
+    add_ledger_option,
     add_override_option,
     add_request_options,
+    grant_text,
     host_from_args,
+    open_ledger,
     print_json,
+    process_text,
     resource_quantity,
     resource_text,
 )
+
+if TYPE_CHECKING:
+    from accelkit.host import Host
+    from accelkit.schedule._grant import Grant
 
 FAILURE_LINE = "false"
 """Printed on stdout when the verb fails, so that ``eval "$(accelkit env ...)"`` fails as well."""
@@ -43,7 +55,9 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         help="print the environment that makes a worker see the devices of one request",
         description=(
             "Detect this node (or the snapshot given with --host), grant the request as a "
-            "scheduler would on an idle node, and print the worker environment as shell lines: "
+            "scheduler would on an idle node (taking nothing from the node's ledger, and saying "
+            "on stderr when the ledger holds a device it names), and print the worker "
+            "environment as shell lines: "
             "`export VAR=value`, and `unset VAR` for variables that must not be set. Use "
             'eval "$(accelkit env -r GPU=1)" to apply it to this shell; in scripts, '
             'out=$(accelkit env -r GPU=1) && eval "$out".'
@@ -64,6 +78,7 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print the grant, its ids and its env as JSON"
     )
+    add_ledger_option(parser)
     parser.set_defaults(run=run)
 
 
@@ -73,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     from accelkit.schedule._allocator import Allocator
 
     request, accelerator_type = parse_request(args.request)
-    node = detect_node(host_from_args(args), dict(args.override) or None)
+    host = host_from_args(args)
+    node = detect_node(host, dict(args.override) or None)
     grant = Allocator(node).acquire(request, accelerator_type=accelerator_type)
     if grant is None:
         print(f"accelkit env: {request} does not fit on this node now", file=sys.stderr)
@@ -81,11 +97,35 @@ def run(args: argparse.Namespace) -> int:
     env = grant.env(hide_others=args.hide_others, hooks=not args.no_hints)
     if not grant.devices:
         print(f"accelkit env: {_nothing_granted(request, accelerator_type, env)}", file=sys.stderr)
+    else:
+        _say_held(args, host, grant)
     if args.json:
         print_json({"grant": grant.to_dict(), "ids": grant.ids, "env": env})
     else:
         sys.stdout.write(shell_lines(env))
     return EXIT_OK
+
+
+def _say_held(args: argparse.Namespace, host: Host, grant: Grant) -> None:
+    """One stderr line when the node's ledger holds a device of ``grant``: the shell would share
+    it with its holder. A ledger that cannot be read is said too, never an error: the
+    environment is right either way."""
+    from accelkit.errors import AccelkitError
+
+    try:
+        ledger = open_ledger(args, host=host, overrides=dict(args.override) or None)
+        holdings = ledger.holding(device for device, _share in grant.devices)
+    except (AccelkitError, OSError) as error:
+        print(f"accelkit env: cannot check the node's ledger: {describe(error)}", file=sys.stderr)
+        return
+    if holdings:
+        held = "; ".join(f"{grant_text(h.grant)} by {process_text(h.holder)}" for h in holdings)
+        print(
+            f"accelkit env: the ledger {ledger.path} holds devices this environment names "
+            f"({held}); accelkit env takes nothing from it: accelkit run takes devices that "
+            "no one holds",
+            file=sys.stderr,
+        )
 
 
 def _nothing_granted(

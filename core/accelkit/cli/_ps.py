@@ -1,24 +1,47 @@
-"""``accelkit ps``: what the node's ledger holds now, who holds it, and who waits."""
+"""``accelkit ps``: what the node's ledger holds now, who holds it, and who waits.
+
+Steps (grants taken inside a grant, by an ``accelkit run`` or a pool inside a job) are listed
+under their grant, as ``ps f`` lists a process's children. A ledger this user may only read (a
+group's) is listed as it is: holders that ended are left out of the listing, not out of the file.
+"""
 
 from __future__ import annotations
 
 import argparse
+import pwd
+import sys
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Optional
 
 from accelkit.cli import EXIT_OK
-from accelkit.cli._common import add_ledger_option, grant_text, open_ledger, print_json, table
+from accelkit.cli._common import (
+    add_ledger_option,
+    grant_text,
+    host_from_args,
+    open_ledger,
+    print_json,
+    table,
+)
+
+if TYPE_CHECKING:
+    from accelkit.ledger._ledger import Holding, Ledger, LedgerView
+
+STEP = "\\_ "
+"""What marks a step under its grant in the PID column (as ``ps f`` marks a child)."""
 
 
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     """Add the ``ps`` verb."""
     parser = verbs.add_parser(
         "ps",
+        parents=[common],
         help="list the grants this node's ledger holds, their holders and who waits",
         description=(
             "List the live grants of this node's ledger (holders that ended are reclaimed "
-            "first): the holding process, how long it has held, the devices and its command; "
-            "then the requests waiting, in the order they will be served."
+            "first): the holding process, its user, how long it has held, the devices and its "
+            "command, with steps under their grant; then the requests waiting, in the order "
+            "they will be served. With --host, also the devices of that node that are free."
         ),
         epilog="Exit status: 0; 2 when the ledger cannot be read.",
     )
@@ -28,8 +51,12 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    view = open_ledger(args).view()
+    """List the ledger (and, with ``--host``, what of that node is free)."""
+    ledger = open_ledger(args, host=host_from_args(args) if args.host else None)
+    view = ledger.view()
+    free = _free(ledger, view) if args.host else None
     now = time.time()
+    holdings = _in_tree_order(view.holdings)
     if args.json:
         print_json(
             {
@@ -38,41 +65,122 @@ def run(args: argparse.Namespace) -> int:
                 "grants": [
                     {
                         **h.holder.to_dict(),
+                        "user": _user(h.user),
+                        "uid": h.user,
                         "command": h.holder.command(),
+                        "note": h.note,
                         "since": h.since,
                         "age_seconds": round(now - h.since, 3),
                         "ids": h.grant.ids,
+                        "token": h.grant.token,
+                        "parent": h.parent,
                         "grant": h.grant.to_dict(),
                     }
-                    for h in view.holdings
+                    for h, _depth in holdings
                 ],
                 "waiting": [
                     {
                         "ticket": w.ticket,
                         **w.holder.to_dict(),
+                        "user": _user(w.user),
+                        "uid": w.user,
                         "command": w.holder.command(),
                         "wants": w.wants,
+                        "parent": w.parent,
                         "age_seconds": round(now - w.since, 3),
                     }
                     for w in view.waiting
                 ],
+                **({} if free is None else {"free": free}),
             }
         )
         return EXIT_OK
     print(f"ledger {view.path} ({view.node or 'no node yet'})")
     rows = [
-        [str(h.holder.pid), _age(now - h.since), grant_text(h.grant), h.holder.command()]
-        for h in view.holdings
+        [
+            "    " * (depth - 1) + (STEP if depth else "") + str(h.holder.pid),
+            _user(h.user),
+            _age(now - h.since),
+            grant_text(h.grant),
+            h.note or h.holder.command(),
+        ]
+        for h, depth in holdings
     ]
-    print("\n".join(table(rows, ("PID", "AGE", "HOLDS", "COMMAND"))))
+    print("\n".join(table(rows, ("PID", "USER", "AGE", "HOLDS", "COMMAND"))))
     if view.waiting:
         rows = [
-            [str(w.ticket), str(w.holder.pid), _age(now - w.since), w.wants, w.holder.command()]
+            [
+                str(w.ticket),
+                str(w.holder.pid),
+                _user(w.user),
+                _age(now - w.since),
+                w.wants if w.parent is None else f"{w.wants} (step of grant {w.parent})",
+                w.holder.command(),
+            ]
             for w in view.waiting
         ]
         print()
-        print("\n".join(table(rows, ("TICKET", "PID", "WAITING", "WANTS", "COMMAND"))))
+        print("\n".join(table(rows, ("TICKET", "PID", "USER", "WAITING", "WANTS", "COMMAND"))))
+    if free is not None:
+        print()
+        print(
+            "free: "
+            + ("; ".join(f"{name} {','.join(ids)}" for name, ids in free.items()) or "nothing")
+        )
     return EXIT_OK
+
+
+def _in_tree_order(holdings: Sequence[Holding]) -> list[tuple[Holding, int]]:
+    """Each grant of the node, followed by its steps (and theirs), with their depth."""
+    steps: dict[Optional[int], list[Holding]] = {}
+    tokens = {h.grant.token for h in holdings}
+    for holding in holdings:
+        parent = holding.parent if holding.parent in tokens else None
+        steps.setdefault(parent, []).append(holding)
+    ordered: list[tuple[Holding, int]] = []
+
+    def visit(parent: Optional[int], depth: int) -> None:
+        for holding in steps.get(parent, []):
+            ordered.append((holding, depth))
+            visit(holding.grant.token, depth + 1)
+
+    visit(None, 0)
+    return ordered
+
+
+def _free(ledger: Ledger, view: LedgerView) -> dict[str, list[str]]:
+    """The ``--host`` node's devices no grant of the node holds any share of, by resource; a
+    ledger kept for another node holds none of them (said on stderr)."""
+    from accelkit.ledger._identity import allocatable, fingerprint
+
+    node = ledger.node
+    summary = fingerprint(node)["summary"]
+    if view.node is not None and view.node != summary:
+        print(
+            f"accelkit ps: the ledger {view.path} serves another node ({view.node}), not this "
+            f"one ({summary}); it holds nothing of this node",
+            file=sys.stderr,
+        )
+        held = set()
+    else:
+        held = {
+            (d.family, d.id) for h in view.holdings if h.parent is None for d, _ in h.grant.devices
+        }
+    free: dict[str, list[str]] = {}
+    for device in allocatable(node):
+        if (device.family, device.id) not in held:
+            free.setdefault(device.resource_name, []).append(device.id)
+    return free
+
+
+def _user(uid: Optional[int]) -> str:
+    """The user's name (its uid where it has none; ``?`` for a grant recorded without one)."""
+    if uid is None:
+        return "?"
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
 
 
 def _age(seconds: float) -> str:

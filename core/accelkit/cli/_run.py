@@ -6,6 +6,11 @@ does, signals reach it directly, and its exit status is the command's own. A kil
 moment leaves nothing behind: before the exec the grant is not yet recorded or is this process's
 own, after it the grant is the command's, and the next decision reclaims the grant of a process
 that is gone.
+
+The command's environment names its grant (``ACCELKIT_GRANT``), so an ``accelkit run`` inside it
+takes a step of that grant, from its devices, as a SLURM job step takes from its allocation. A
+grant of no device (``-r GPU=0``, or only an accelerator type) hides every device of the node
+from the command, as Ray does for a task that asks for no GPU.
 """
 
 from __future__ import annotations
@@ -78,8 +83,6 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Take the grant (waiting if asked), say what it holds, and exec the command."""
-    from accelkit.node._detect import detect_node
-
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise ValueError("give the command to run after --: accelkit run -r GPU=1 -- CMD ...")
@@ -88,8 +91,7 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout is not None and not args.wait:
         raise ValueError("--timeout applies to --wait: give both")
     request, accelerator_type = parse_request(args.request)
-    node = detect_node(host_from_args(args), dict(args.override) or None)
-    ledger = open_ledger(args, node)
+    ledger = open_ledger(args, host=host_from_args(args), overrides=dict(args.override) or None)
     grant = ledger.acquire(
         request,
         wait=args.wait,
@@ -111,8 +113,8 @@ def _exec(command: list[str], grant: Grant, ledger: Ledger, hide_others: bool) -
     """Become ``command`` with the grant's environment; give the grant back if that fails."""
     from accelkit.schedule._worker_env import worker_environ
 
-    environ = worker_environ(grant.env(hide_others=hide_others))
-    _say(f"took {grant_text(grant)}")
+    environ = worker_environ(ledger.env(grant, hide_others=hide_others or not grant.devices))
+    _say(f"took {_took(grant, ledger)}")
     sys.stdout.flush()
     try:
         os.execvpe(command[0], command, environ)
@@ -120,6 +122,16 @@ def _exec(command: list[str], grant: Grant, ledger: Ledger, hide_others: bool) -
         ledger.discard(grant)
         _say(f"cannot run {command[0]!r}: {error.strerror}")
         return EXIT_NOT_FOUND if isinstance(error, FileNotFoundError) else EXIT_CANNOT_EXECUTE
+
+
+def _took(grant: Grant, ledger: Ledger) -> str:
+    """``GPU 3``, ``GPU 1, a step of grant 41`` or ``no device (the command sees none ...)``."""
+    if grant.devices:
+        what = grant_text(grant)
+    else:
+        hidden = ", ".join(grant.families)
+        what = f"no device (the command sees none of this node's: {hidden or 'it has none'})"
+    return what if ledger.enclosing is None else f"{what}, a step of grant {ledger.enclosing}"
 
 
 def _waits_for(view: LedgerView) -> str:

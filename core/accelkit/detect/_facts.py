@@ -11,6 +11,7 @@ stays a data sheet; type labels come from a vendor's table of patterns. Memory s
 from __future__ import annotations
 
 import contextlib
+import itertools
 import re
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Callable, Optional, TypeVar
@@ -124,13 +125,18 @@ def decode(value: object) -> str:
 def json_records(data: Any) -> Optional[list[Mapping[str, Any]]]:
     """The per-device records of a tool's JSON: a top-level list, or the first list of objects
     under a top-level key (``{"device_list": [...]}``, ``{"gpu_data": [...]}``), a key naming
-    devices first (newer tools add top-level lists of other things); None if none."""
+    devices first (newer tools add top-level lists of other things); None if none. At most
+    :data:`MAX_DEVICES` records, with a note when there were more."""
     candidates = [data] if isinstance(data, list) else []
     if isinstance(data, Mapping):
         keyed = sorted(data.items(), key=lambda item: "device" not in str(item[0]).lower())
         candidates = [value for _, value in keyed if isinstance(value, list)]
     for candidate in candidates:
-        records = [item for item in candidate if isinstance(item, Mapping)]
+        mappings = (item for item in candidate if isinstance(item, Mapping))
+        records = list(itertools.islice(mappings, MAX_DEVICES + 1))
+        if len(records) > MAX_DEVICES:
+            note(f"the JSON lists more than {MAX_DEVICES} devices; keeping the first", "error")
+            return records[:MAX_DEVICES]
         if records or not candidate:
             return records
     return None

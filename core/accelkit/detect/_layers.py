@@ -23,7 +23,8 @@ from types import ModuleType
 from typing import Any, Callable, Optional
 
 from accelkit._stdout import stdout_captured
-from accelkit.device import Device
+from accelkit.detect._bounds import MAX_OUTPUT, bounded, lines
+from accelkit.device import MAX_DEVICES, Device
 from accelkit.diagnostics import Level, note
 from accelkit.errors import ProbeError
 from accelkit.host import Host, ProbeEnv
@@ -202,12 +203,23 @@ def run_command(
             failing,
         )
         return None
-    return result.stdout
+    return bounded(result.stdout, f"`{shown}` output")
 
 
 def parse_json(text: Optional[str], what: str) -> Any:
-    """Parsed JSON, or None with a note when ``text`` is missing or not JSON."""
+    """Parsed JSON, or None with a note when ``text`` is missing or not JSON.
+
+    Text longer than :data:`~accelkit.detect._bounds.MAX_OUTPUT` is refused unread (cut short it
+    would not be JSON, and parsing it whole would cost its size).
+    """
     if text is None:
+        return None
+    if len(text) > MAX_OUTPUT:
+        note(
+            f"{what} is {len(text)} characters, more than the {MAX_OUTPUT} accelkit reads; "
+            "ignoring it",
+            "warning",
+        )
         return None
     try:
         return json.loads(text)
@@ -220,17 +232,21 @@ def parse_csv(text: Optional[str], fields: int, what: str) -> Optional[list[list
     """Rows of a headerless CSV with exactly ``fields`` stripped columns; bad rows are noted.
 
     None when ``text`` is None or no row is usable, so a garbled output falls to the next layer.
-    Blank output is ``[]``, noted: a layer that lists devices may take it as no answer.
+    Blank output is ``[]``, noted: a layer that lists devices may take it as no answer. At most
+    :data:`~accelkit.device.MAX_DEVICES` rows are kept, of the first lines of the text
+    (:func:`accelkit.detect._bounds.lines`): reading stops there, with a note.
     """
     if text is None:
         return None
-    if not text.strip():
-        note(f"{what} is empty", "warning")
-        return []
     rows: list[list[str]] = []
-    for number, line in enumerate(text.splitlines(), 1):
+    blank = True
+    for number, line in enumerate(lines(text, what), 1):
         if not line.strip():
             continue
+        blank = False
+        if len(rows) == MAX_DEVICES:
+            note(f"{what} has more than {MAX_DEVICES} rows; keeping the first", "error")
+            break
         cells = [cell.strip() for cell in line.split(",")]
         if len(cells) != fields:
             note(
@@ -239,6 +255,9 @@ def parse_csv(text: Optional[str], fields: int, what: str) -> Optional[list[list
             )
             continue
         rows.append(cells)
+    if blank:
+        note(f"{what} is empty", "warning")
+        return []
     if not rows:
         note(f"{what} had no usable rows", "warning")
         return None

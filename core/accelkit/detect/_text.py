@@ -13,6 +13,8 @@ import re
 from fractions import Fraction
 from typing import Optional
 
+from accelkit.detect._bounds import lines
+from accelkit.device import MAX_DEVICES
 from accelkit.diagnostics import note
 
 __all__ = [
@@ -40,16 +42,21 @@ def parse_colon_records(
     """``key : value`` lines grouped into records; a line whose key is ``first_key`` starts one.
 
     Lines before the first record (``Total Count : 8``) and lines without a colon are ignored;
-    keys and values are stripped. None when ``text`` is None or holds no record.
+    keys and values are stripped. None when ``text`` is None or holds no record. At most
+    :data:`~accelkit.device.MAX_DEVICES` records are kept, of the first lines of the text
+    (:func:`accelkit.detect._bounds.lines`): reading stops there, with a note.
     """
     if text is None:
         return None
     records: list[dict[str, str]] = []
-    for line in text.splitlines():
+    for line in lines(text, what):
         key, colon, value = (part.strip() for part in line.partition(":"))
         if not colon or not key:
             continue
         if key == first_key:
+            if len(records) == MAX_DEVICES:
+                note(f"{what} has more than {MAX_DEVICES} records; keeping the first", "error")
+                break
             records.append({})
         if records:
             records[-1][key] = value

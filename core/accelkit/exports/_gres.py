@@ -1,11 +1,17 @@
-"""SLURM ``gres.conf`` lines for this node, and the ``slurm.conf`` ``Gres=`` string to match.
+"""SLURM ``gres.conf`` lines for this node, and the ``slurm.conf`` strings to match.
 
 One line per family and device type: ``Name`` is the resource in lowercase (``gpu``, ``npu``,
 ``neuron_cores``), ``Type`` the type label in lowercase. Where the family declares its devices'
 files (``Scheduling.device_file``) and every id names one, the line binds them
 (``File=/dev/nvidia[0-7]``) and SLURM can tell jobs which devices they got; otherwise it gives a
-``Count``. SLURM sets a visibility variable only for the GPU vendors its ``Flags`` name; the other
-families need a TaskProlog (see docs/running-at-scale.md).
+``Count``. SLURM sets a visibility variable only for devices bound to their files, of the GPU
+vendors its ``Flags`` name; a count gets none, and a comment above its line says so (a TaskProlog
+sets it: docs/running-at-scale.md). AMD and Intel GPUs are counts too: their files are DRM render
+nodes (``/dev/dri/renderD128``...), which a node record does not map to the ids ROCr and Level
+Zero use (and a Max 1550 is two Level Zero devices on one render node).
+
+The comment lines on top give ``slurm.conf``'s two strings: ``GresTypes=`` (cluster-wide; SLURM
+manages no generic resource it does not name) and ``Gres=`` (this node's ``NodeName`` line).
 """
 
 from __future__ import annotations
@@ -34,10 +40,10 @@ _NOT_A_WORD = re.compile(r"[^a-z0-9_.\-]")
 
 
 def to_gres(node: Node) -> str:
-    """``gres.conf`` text: a comment with the ``slurm.conf`` string, then one line per group.
+    """``gres.conf`` text: comments with the ``slurm.conf`` strings, then one line per group.
 
     ``Name=gpu Type=h100 File=/dev/nvidia[0-7] Flags=nvidia_gpu_env`` after
-    ``# slurm.conf: Gres=gpu:h100:8``.
+    ``# slurm.conf: GresTypes=gpu`` and ``# slurm.conf: Gres=gpu:h100:8``.
     """
     groups: dict[tuple[str, str, Optional[str]], list[Device]] = {}
     for device in node.devices:
@@ -51,11 +57,15 @@ def to_gres(node: Node) -> str:
         fields = [f"Name={name}"] + ([f"Type={kind}"] if kind else [])
         policy = node.policies.get(family)
         files = _files(policy.device_file if policy else None, devices)
+        variable = policy.visible_devices_env_var if policy else None
         if files is None:
             fields.append(f"Count={len(devices)}")
+            lines.append(
+                f"# a count: SLURM sets no {variable or 'visibility variable'} for jobs; a "
+                "TaskProlog can (accelkit env)"
+            )
         else:
             fields.append(f"File={files}")
-            variable = policy.visible_devices_env_var if policy else None
             flag = SLURM_ENV_FLAGS.get(variable or "")
             if flag is not None and name == "gpu":
                 fields.append(f"Flags={flag}")
@@ -63,8 +73,12 @@ def to_gres(node: Node) -> str:
         totals.append(":".join([name, *([kind] if kind else []), str(len(devices))]))
     if not lines:
         return "# no accelerators on this node: no generic resources\n"
-    header = f"# slurm.conf: Gres={','.join(totals)}"
-    return "\n".join([header, *lines]) + "\n"
+    names = dict.fromkeys(total.partition(":")[0] for total in totals)
+    header = [
+        f"# slurm.conf: GresTypes={','.join(names)}",
+        f"# slurm.conf: Gres={','.join(totals)}",
+    ]
+    return "\n".join([*header, *lines]) + "\n"
 
 
 def _word(text: str) -> str:

@@ -10,7 +10,11 @@ it was given for an earlier call. Resources Ray knows (``GPU``, ``TPU``, ``neuro
 stay Ray's: Ray picks their ids and sets their variables, and the ledger does not count them.
 
 The workers find the ledger as every accelkit process does (``$ACCELKIT_LEDGER``, else the
-per-user default) and detect the node themselves (``ACCELKIT_OVERRIDE_RESOURCES`` applies).
+per-user default) and detect the node themselves (``ACCELKIT_OVERRIDE_RESOURCES`` applies), with
+the visibility variables Ray narrows lifted: a worker of ``{"GPU": 1, "ACME": 1}`` sees one GPU
+through ``CUDA_VISIBLE_DEVICES``, but the ledger is the physical node's, the same one the driver,
+``accelkit run`` and the other workers meet (and an override of ``GPU=8`` is no contradiction
+there).
 """
 
 from __future__ import annotations
@@ -18,14 +22,21 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import ray
-from ray._private.accelerators import get_all_accelerator_resource_names
+from ray._private.accelerators import (
+    get_all_accelerator_managers,
+    get_all_accelerator_resource_names,
+)
 
+from accelkit.host import HostView, LocalHost
 from accelkit.ledger._ledger import Ledger
 from accelkit.manager import ACCELERATOR_TYPE_PREFIX
 from accelkit.schedule._worker_env import apply_env
+
+if TYPE_CHECKING:
+    from accelkit.host._base import ProbeEnv, ProbeFunction
 
 __all__ = ["remote", "split_request"]
 
@@ -94,7 +105,7 @@ def _task(
 
     @functools.wraps(function)
     def with_grant(*args: Any, **kwargs: Any) -> Any:
-        ledger = Ledger()
+        ledger = _node_ledger()
         grant = _take(ledger, request, accelerator_type)
         try:
             return function(*args, **kwargs)
@@ -108,10 +119,44 @@ def _actor(cls: type, request: dict[str, float], accelerator_type: Optional[str]
     """A subclass of ``cls`` whose constructor first takes the grant and applies its env."""
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        _take(Ledger(), request, accelerator_type)
+        _take(_node_ledger(), request, accelerator_type)
         cls.__init__(self, *args, **kwargs)  # type: ignore[misc]
 
     return type(cls.__name__, (cls,), {"__init__": __init__, "__module__": cls.__module__})
+
+
+def _node_ledger() -> Ledger:
+    """The node's ledger, seen from this worker as if Ray had not narrowed it.
+
+    Ray sets its families' variables in each worker to that worker's share
+    (``CUDA_VISIBLE_DEVICES=1``). Seen through them, the worker would be a process restricted to
+    that share: an override the operator sized for the whole node would contradict them, and a
+    node the configuration makes up (logical devices) would be a smaller one than the driver's.
+    Without them, every worker meets the ledger the driver and ``accelkit run`` meet.
+    """
+    return Ledger(None, host=_BeforeRay())
+
+
+class _BeforeRay(HostView):
+    """This machine without the visibility variables Ray sets in its workers, for detection and
+    for its probe processes (a vendor library there reads the real environment)."""
+
+    def __init__(self) -> None:
+        managers = get_all_accelerator_managers()
+        narrowed = {m.get_visible_accelerator_ids_env_var() for m in managers} - {None}
+        super().__init__(LocalHost(), [name for name in os.environ if name not in narrowed])
+        self._unset: dict[str, Optional[str]] = dict.fromkeys(narrowed)
+
+    def probe(
+        self,
+        function: ProbeFunction,
+        *args: Any,
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> Any:
+        return self.inner.probe(
+            function, *args, timeout=timeout, env={**self._unset, **(env or {})}
+        )
 
 
 def _take(ledger: Ledger, request: dict[str, float], accelerator_type: Optional[str]) -> Any:
@@ -125,5 +170,5 @@ def _take(ledger: Ledger, request: dict[str, float], accelerator_type: Optional[
             f"no room for {GRANT_TIMEOUT:g} s: is the Ray node's resource larger than the "
             "node (compare `accelkit resources --format ray`), or is `accelkit run` holding it?"
         )
-    apply_env(grant.env(), os.environ)
+    apply_env(ledger.env(grant), os.environ)  # accelkit inside the task takes steps of it
     return grant

@@ -11,6 +11,7 @@ _LAZY = {
     "Ledger": "_ledger",
     "LedgerView": "_ledger",
     "Waiting": "_ledger",
+    "GRANT_VAR": "_file",
     "LEDGER_VAR": "_file",
     "default_path": "_file",
 }
@@ -18,6 +19,7 @@ _LAZY = {
 __all__ = list(_LAZY)
 
 if TYPE_CHECKING:
+    from accelkit.ledger._file import GRANT_VAR as GRANT_VAR
     from accelkit.ledger._file import LEDGER_VAR as LEDGER_VAR
     from accelkit.ledger._file import default_path as default_path
     from accelkit.ledger._ledger import Holding as Holding

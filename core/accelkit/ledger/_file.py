@@ -6,12 +6,21 @@ a temporary file that ``os.replace`` then moves over the ledger, so a reader see
 or the new one, never half of one, whenever a writer is killed. The lock is the kernel's: it
 goes with its process, so a holder killed while deciding blocks nobody.
 
-Layout (``"version": 1``)::
+Layout (``"version": 2``)::
 
-    {"version": 1, "boot": "<boot id>", "node": {"fingerprint": "...", "summary": "GPU=8"},
+    {"version": 2, "boot": "<boot id>", "node": {"fingerprint": "...", "summary": "GPU=8"},
      "next_ticket": 3,
-     "grants": [{"grant": <Grant.to_dict()>, "holder": {"pid": 41, "start": 9912}, "since": T}],
-     "queue": [{"ticket": 2, "holder": {...}, "wants": "GPU=1", "since": T}]}
+     "grants": [{"grant": <Grant.to_dict()>, "holder": {"pid": 41, "start": 9912}, "since": T,
+                 "user": 1000, "parent": null, "note": null}],
+     "queue": [{"ticket": 2, "holder": {...}, "wants": "GPU=1", "since": T, "user": 1000,
+                "parent": null}]}
+
+``user`` is the uid that took the grant (``accelkit ps`` shows it: in a group's ledger the pid
+alone does not say whose work it is); ``parent`` is the token of the grant a step was taken
+from (null at the node's level); ``note`` says what the holder is, for ``accelkit ps``, when its
+command line would not. Version 1 files (without these keys) are read as they are, so a node's
+accelkit can be upgraded while grants are live; a version 1 accelkit refuses version 2 with a
+message naming the newer version rather than calling the file corrupt.
 
 A file that does not read as this layout is reported, naming the file and what to do; it is never
 reset silently, since a reset would hand out devices that running processes hold.
@@ -36,33 +45,50 @@ from accelkit.errors import LedgerError
 from accelkit.ledger._holder import Holder, boot_id
 
 __all__ = [
+    "GRANT_VAR",
     "LEDGER_VAR",
+    "READS",
     "VERSION",
     "LedgerFile",
     "LedgerState",
     "Record",
     "Ticket",
+    "absolute",
     "default_path",
+    "grant_named",
 ]
 
-VERSION = 1
-"""The layout this accelkit reads and writes; any other is refused with a message."""
+VERSION = 2
+"""The layout this accelkit writes."""
+READS = (1, VERSION)
+"""The layouts it reads (an older file as it is); any other is refused with a message."""
 
 LEDGER_VAR = "ACCELKIT_LEDGER"
 """A ledger path every accelkit on this node uses instead of the per-user default (a group's)."""
 
+GRANT_VAR = "ACCELKIT_GRANT"
+"""``<token>@<ledger path>``: set in the environment of every process that runs on a grant
+(``accelkit run``'s command, a pool's worker), so that accelkit in it takes steps of that grant
+from that ledger (:mod:`accelkit.ledger._identity`)."""
+
 _KEYS = ("version", "boot", "node", "next_ticket", "grants", "queue")
-_RECORD_KEYS = ("grant", "holder", "since")
-_TICKET_KEYS = ("ticket", "holder", "wants", "since")
+_RECORD_REQUIRED = ("grant", "holder", "since")
+_RECORD_KEYS = (*_RECORD_REQUIRED, "user", "parent", "note")
+_TICKET_REQUIRED = ("ticket", "holder", "wants", "since")
+_TICKET_KEYS = (*_TICKET_REQUIRED, "user", "parent")
 
 
 @dataclass
 class Record:
-    """A live grant: its ``Grant.to_dict()``, its holder, and since when (epoch seconds)."""
+    """A live grant: its ``Grant.to_dict()``, its holder, since when (epoch seconds), the uid
+    that took it (None in version 1 files), the grant it is a step of, and a note for people."""
 
     grant: dict[str, Any]
     holder: Holder
     since: float
+    user: Optional[int] = None
+    parent: Optional[int] = None
+    note: Optional[str] = None
 
     @property
     def token(self) -> int:
@@ -70,17 +96,27 @@ class Record:
         return token
 
     def to_dict(self) -> dict[str, Any]:
-        return {"grant": self.grant, "holder": self.holder.to_dict(), "since": self.since}
+        return {
+            "grant": self.grant,
+            "holder": self.holder.to_dict(),
+            "since": self.since,
+            "user": self.user,
+            "parent": self.parent,
+            "note": self.note,
+        }
 
 
 @dataclass
 class Ticket:
-    """A request waiting its turn: arrival number, holder, what it wants (text), since when."""
+    """A request waiting its turn: arrival number, holder, what it wants (text), since when, the
+    uid that asked, and the grant whose devices it waits for (None: the node's)."""
 
     ticket: int
     holder: Holder
     wants: str
     since: float
+    user: Optional[int] = None
+    parent: Optional[int] = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -88,6 +124,8 @@ class Ticket:
             "holder": self.holder.to_dict(),
             "wants": self.wants,
             "since": self.since,
+            "user": self.user,
+            "parent": self.parent,
         }
 
 
@@ -114,16 +152,44 @@ class LedgerState:
 
 
 def default_path() -> tuple[Path, bool]:
-    """The ledger ``path=None`` means, and whether it is the per-user one: ``$ACCELKIT_LEDGER``
-    (a group's, used as given), else ``$XDG_RUNTIME_DIR/accelkit/ledger.json``, else
-    ``<temp dir>/accelkit-<uid>/ledger.json``. The pool and ``accelkit run`` share it."""
+    """The ledger ``path=None`` means, and whether it is the per-user one: the ledger of the
+    grant this process runs on (``$ACCELKIT_GRANT``: its steps come from there), else
+    ``$ACCELKIT_LEDGER`` (a group's, used as given), else ``$XDG_RUNTIME_DIR/accelkit/ledger.json``,
+    else ``<temp dir>/accelkit-<uid>/ledger.json``. The pool and ``accelkit run`` share it.
+    A relative path is a :class:`~accelkit.LedgerError`."""
+    enclosing = os.environ.get(GRANT_VAR, "").strip()
+    if enclosing:
+        return grant_named(enclosing)[1], False
     chosen = os.environ.get(LEDGER_VAR, "").strip()
     if chosen:
-        return Path(chosen), False
+        return absolute(chosen, f"{LEDGER_VAR}={chosen!r}"), False
     runtime = os.environ.get("XDG_RUNTIME_DIR", "").strip()
     if runtime and os.path.isdir(runtime):
         return Path(runtime) / "accelkit" / "ledger.json", True
     return Path(tempfile.gettempdir()) / f"accelkit-{os.getuid()}" / "ledger.json", True
+
+
+def grant_named(value: str) -> tuple[int, Path]:
+    """``"<token>@<ledger path>"`` (the value of ``ACCELKIT_GRANT``) as (token, ledger path)."""
+    token, at, path = value.partition("@")
+    if not (token.isdigit() and at and os.path.isabs(path)):
+        raise LedgerError(
+            f"{GRANT_VAR}={value!r} is not <token>@<absolute ledger path>, as accelkit writes it "
+            "for the processes of a grant; unset it to take from the node itself"
+        )
+    return int(token), Path(path)
+
+
+def absolute(path: str, source: str) -> Path:
+    """``path`` as the ledger's path; a relative one is refused, ``source`` saying where it came
+    from: it would name another ledger in every working directory, and the processes of one
+    node must meet in one file."""
+    if not os.path.isabs(path):
+        raise LedgerError(
+            f"{source} is a relative path, which would give every working directory its own "
+            f"ledger; give an absolute path (e.g. {os.path.abspath(path or '.')})"
+        )
+    return Path(path)
 
 
 class LedgerFile:
@@ -158,6 +224,21 @@ class LedgerFile:
                     self._write(state)
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def writable(self) -> bool:
+        """Whether this process may change the ledger: its directory exists (or is the per-user
+        one, made on first use) and takes new files, and the ledger, when there, is writable."""
+        directory = self.path.parent
+        if not directory.is_dir():
+            return self._private_parent
+        if not os.access(directory, os.W_OK | os.X_OK):
+            return False
+        return not self.path.exists() or os.access(self.path, os.W_OK)
+
+    def peek(self) -> LedgerState:
+        """The state now, read without the lock and never written (for a ledger this process
+        may only read): each change replaces the file whole, so the read is of one state."""
+        return self._read()
 
     # -- the lock ----------------------------------------------------------------------------
     def _lock_fd(self) -> int:
@@ -204,7 +285,7 @@ class LedgerFile:
             raise self.corrupt(str(error)) from None
 
     def _parse(self, data: Any) -> LedgerState:
-        if isinstance(data, dict) and data.get("version") != VERSION:
+        if isinstance(data, dict) and data.get("version") not in READS:
             raise self._foreign(data.get("version"))
         data = check_keys(data, _KEYS, "the ledger", required=_KEYS)
         node = data["node"]
@@ -217,20 +298,38 @@ class LedgerFile:
             raise ValueError(f"next_ticket is {next_ticket!r}, not a whole number")
         state = LedgerState(boot=str(data["boot"]), node=node, next_ticket=next_ticket)
         for entry in _list(data["grants"], "grants"):
-            entry = check_keys(entry, _RECORD_KEYS, "a ledger grant", required=_RECORD_KEYS)
+            entry = check_keys(entry, _RECORD_KEYS, "a ledger grant", required=_RECORD_REQUIRED)
             grant = entry["grant"]
-            if not isinstance(grant, dict) or not isinstance(grant.get("token"), int):
+            if not isinstance(grant, dict) or not _whole(grant.get("token")):
                 raise ValueError(f"a recorded grant is {entry['grant']!r:.80}")
+            note = entry.get("note")
+            if note is not None and not isinstance(note, str):
+                raise ValueError(f"a grant's note is {note!r:.80}, not text")
             state.grants.append(
-                Record(entry["grant"], Holder.from_dict(entry["holder"]), _time(entry["since"]))
+                Record(
+                    entry["grant"],
+                    Holder.from_dict(entry["holder"]),
+                    _time(entry["since"]),
+                    user=_optional_whole(entry.get("user"), "a grant's user"),
+                    parent=_optional_whole(entry.get("parent"), "a grant's parent"),
+                    note=note,
+                )
             )
         for entry in _list(data["queue"], "queue"):
-            entry = check_keys(entry, _TICKET_KEYS, "a ledger ticket", required=_TICKET_KEYS)
+            entry = check_keys(entry, _TICKET_KEYS, "a ledger ticket", required=_TICKET_REQUIRED)
             number = entry["ticket"]
-            if not isinstance(number, int) or isinstance(number, bool):
+            if not _whole(number):
                 raise ValueError(f"a ticket number is {number!r}")
-            holder = Holder.from_dict(entry["holder"])
-            state.queue.append(Ticket(number, holder, str(entry["wants"]), _time(entry["since"])))
+            state.queue.append(
+                Ticket(
+                    number,
+                    Holder.from_dict(entry["holder"]),
+                    str(entry["wants"]),
+                    _time(entry["since"]),
+                    user=_optional_whole(entry.get("user"), "a ticket's user"),
+                    parent=_optional_whole(entry.get("parent"), "a ticket's parent"),
+                )
+            )
         return state
 
     # -- writing -----------------------------------------------------------------------------
@@ -301,6 +400,19 @@ def _list(value: object, key: str) -> list[Any]:
     if not isinstance(value, list):
         raise ValueError(f"{key} is {value!r:.80}, not a list")
     return value
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _optional_whole(value: object, what: str) -> Optional[int]:
+    """A uid or a grant token, or None (absent in version 1 files, null at the node's level)."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise ValueError(f"{what} is {value!r:.80}, not a whole number")
 
 
 def _time(value: object) -> float:

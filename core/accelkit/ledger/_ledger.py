@@ -9,31 +9,57 @@ grant (it is reclaimed at the next decision) and no phantom one (a grant is reco
 atomic replace that hands it out).
 
 Waiting requests queue in arrival order: each takes a numbered ticket in the file, and a request
-is served only when no live ticket is ahead of it, so a large request is never starved by a
-stream of small ones. A request the node could never serve raises
+is served only when no live ticket of its scope is ahead of it, so a large request is never
+starved by a stream of small ones. A request the node could never serve raises
 :class:`~accelkit.Unsatisfiable` at once, waiting or not.
+
+The ledger is the physical node's (:mod:`~accelkit.ledger._identity`): a process that sees only
+some devices takes only from those, and a process that runs on a grant (``ACCELKIT_GRANT``)
+takes *steps* of that grant, from its devices (:mod:`~accelkit.ledger._scope`), like a job step
+inside a SLURM allocation. Steps queue among themselves, never behind requests for the node
+(which may wait for the very grant the step is part of). A grant given back, or whose holder
+ended, leaves its steps to the grant it was itself a step of, or to the node: the devices they
+use stay counted.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from accelkit.errors import InvalidRequest, LedgerError
-from accelkit.ledger._file import LedgerFile, LedgerState, Record, Ticket, default_path
-from accelkit.ledger._holder import Holder, boot_id
+from accelkit.ledger._file import (
+    GRANT_VAR,
+    LedgerFile,
+    LedgerState,
+    Record,
+    Ticket,
+    absolute,
+    default_path,
+)
+from accelkit.ledger._holder import Holder
+from accelkit.ledger._identity import (
+    Restriction,
+    allocatable,
+    counterpart,
+    enclosing_grant,
+    fingerprint,
+    grant_variable,
+    ledger_node,
+)
+from accelkit.ledger._scope import Scope, acquire_in, describe, step_scope, visible_scope
+from accelkit.ledger._upkeep import drop, lineage, reclaim
 from accelkit.schedule._allocator import Allocator
 from accelkit.schedule._grant import Grant
 
 if TYPE_CHECKING:
-    import os
-
+    from accelkit.device import Device
+    from accelkit.host import Host
     from accelkit.node._record import Node
     from accelkit.registry import Registry
 
@@ -46,21 +72,29 @@ _LAST_POLL = 0.1
 
 @dataclass(frozen=True)
 class Holding:
-    """A live grant and the process holding it, since ``since`` (epoch seconds)."""
+    """A live grant and the process holding it, since ``since`` (epoch seconds); the uid that
+    took it (None when the ledger did not record it), the grant it is a step of (None: a grant
+    of the node), and the holder's note, if it gave one."""
 
     grant: Grant
     holder: Holder
     since: float
+    user: Optional[int] = None
+    parent: Optional[int] = None
+    note: Optional[str] = None
 
 
 @dataclass(frozen=True)
 class Waiting:
-    """A request waiting its turn: ``ticket`` is its place in arrival order."""
+    """A request waiting its turn: ``ticket`` is its place in arrival order; ``parent`` the
+    grant it waits to take a step of (None: the node)."""
 
     ticket: int
     holder: Holder
     wants: str
     since: float
+    user: Optional[int] = None
+    parent: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -81,10 +115,15 @@ ahead of it (``accelkit run`` prints it)."""
 class Ledger:
     """Grants of one node, recorded in a file that every process on the node shares.
 
-    ``path`` None: ``$ACCELKIT_LEDGER``, else the per-user runtime directory (see
-    :func:`accelkit.ledger._file.default_path`). ``node`` None: detected on first use
-    (``detect_node()``); the ledger keeps a fingerprint of its node and refuses another one
-    while grants of the first are live. ``registry`` serves the families whose rules are code.
+    ``path`` None: the ledger of the grant this process runs on (``$ACCELKIT_GRANT``), else
+    ``$ACCELKIT_LEDGER``, else the per-user runtime directory (see
+    :func:`accelkit.ledger._file.default_path`); a relative path is a
+    :class:`~accelkit.LedgerError`. ``node`` None: detected on first use on ``host`` (None: this
+    machine) without this process's restriction (visibility variables, the operator's
+    exclusions and overrides, ``overrides``), so every process of the machine meets the same
+    node; this process then takes only the devices it sees. ``node`` given: the node the ledger
+    hands out, as it is. The ledger keeps a fingerprint of its node and refuses another one while
+    grants of the first are live. ``registry`` serves the families whose rules are code.
     """
 
     def __init__(
@@ -93,10 +132,26 @@ class Ledger:
         node: Optional[Node] = None,
         *,
         registry: Optional[Registry] = None,
+        host: Optional[Host] = None,
+        overrides: Optional[Mapping[str, object]] = None,
     ) -> None:
-        self.path, private = (Path(path), False) if path is not None else default_path()
+        if node is not None and (host is not None or overrides):
+            raise ValueError(
+                "host and overrides say how to detect the ledger's node; give them without "
+                "node, or give node alone"
+            )
+        if path is None:
+            self.path, private = default_path()
+        else:
+            text = os.fspath(path)
+            self.path, private = absolute(text, f"the ledger path {text!r}"), False
         self._file = LedgerFile(self.path, private_parent=private)
         self._node = node
+        self._host = host
+        self._overrides = overrides
+        self._restriction: Optional[Restriction] = None
+        self._enclosing = enclosing_grant(self.path)
+        """The grant this process runs on (``ACCELKIT_GRANT``): its requests are steps of it."""
         self._registry = registry
         self._allocator: Optional[Allocator] = None
         self._mirror: dict[int, tuple[dict[str, Any], Grant]] = {}
@@ -108,10 +163,19 @@ class Ledger:
     def node(self) -> Node:
         """The node this ledger hands out (detected on first use when none was given)."""
         if self._node is None:
-            from accelkit.node._detect import detect_node
+            from accelkit.host import LocalHost
+            from accelkit.registry import resolve
 
-            self._node = detect_node(registry=self._registry)
+            host = LocalHost() if self._host is None else self._host
+            plugins = resolve(self._registry)
+            self._node, self._restriction = ledger_node(host, self._overrides, plugins)
         return self._node
+
+    @property
+    def enclosing(self) -> Optional[int]:
+        """The token of the grant this process runs on (``ACCELKIT_GRANT``, when it names a grant
+        of this ledger), whose steps its requests take; None: they take from the node."""
+        return self._enclosing
 
     # -- the public verbs --------------------------------------------------------------------
     def acquire(
@@ -123,28 +187,32 @@ class Ledger:
         accelerator_type: Optional[str] = None,
         on_wait: Optional[WaitReporter] = None,
         stop: Optional[Callable[[], bool]] = None,
+        note: Optional[str] = None,
     ) -> Optional[Grant]:
         """A grant held by this process, or None.
 
         Without ``wait``, None when the request does not fit now (or requests that wait are
         ahead of it). With ``wait``, queue in arrival order until it fits; None only when
         ``timeout`` seconds pass first, or when ``stop()`` turns true (asked between looks).
-        ``on_wait`` is told once, when the request starts to wait, what it waits for. Raises
-        :class:`~accelkit.Unsatisfiable` at once for a request this node can never serve,
+        ``on_wait`` is told once, when the request starts to wait, what it waits for. ``note``
+        says what holds the grant, for ``accelkit ps`` (default: the holder's command line).
+        In a process that runs on a grant, the grant is a step of it. Raises
+        :class:`~accelkit.Unsatisfiable` at once for a request this node (or the grant this
+        process runs on, or the devices it sees) can never serve,
         :class:`~accelkit.InvalidRequest` for a malformed one, and
         :class:`~accelkit.LedgerError` for a ledger it cannot use.
         """
         if timeout is not None and not wait:
             raise ValueError("timeout applies to waiting: pass wait=True with it")
         holder = Holder.current()
-        wants = _describe(request, accelerator_type)
+        wants = describe(request, accelerator_type)
         deadline = None if timeout is None else time.monotonic() + timeout
         ticket: Optional[int] = None
         poll = _FIRST_POLL
         try:
             while True:
                 grant, ticket, view = self._decide(
-                    request, accelerator_type, holder, ticket, wants if wait else None
+                    request, accelerator_type, holder, ticket, wants, wait, note
                 )
                 if grant is not None or not wait:
                     return grant
@@ -172,26 +240,76 @@ class Ledger:
             )
 
     def grants(self) -> list[Grant]:
-        """The live grants (holders that died are reclaimed first)."""
+        """The live grants, steps included (holders that died are reclaimed first)."""
         return [holding.grant for holding in self.view().holdings]
 
-    # -- for accelkit's own faces (run, ps, the pool) ----------------------------------------
+    # -- for accelkit's own faces (run, ps, env, the pool) -----------------------------------
+    def env(
+        self,
+        grant: Grant,
+        base_env: Optional[Mapping[str, str]] = None,
+        *,
+        hide_others: bool = False,
+        hooks: bool = True,
+        peers: Sequence[Grant] = (),
+        registry: Optional[Registry] = None,
+    ) -> dict[str, Optional[str]]:
+        """``grant.env(...)`` with ``ACCELKIT_GRANT`` added: the environment of a process that
+        runs on ``grant``, in which accelkit takes steps of it rather than the node's devices.
+        ``registry`` None: the ledger's."""
+        plugins = self._registry if registry is None else registry
+        env = grant.env(
+            base_env, hide_others=hide_others, hooks=hooks, registry=plugins, peers=peers
+        )
+        env.update(grant_variable(grant.token, self.path))
+        return env
+
     def view(self) -> LedgerView:
-        """Live grants with their holders, and the requests waiting, after reclaiming."""
+        """Live grants with their holders, and the requests waiting, after reclaiming. A ledger
+        this process may not write is read as it is, and reclaimed only in what is returned."""
+        if not self._file.writable():
+            state = self._file.peek()
+            reclaim(state)
+            return self._view(state)
         with self._threads, self._file.locked() as state:
-            _reclaim(state)
+            reclaim(state)
             return self._view(state)
 
+    def holding(self, devices: Iterable[Device]) -> list[Holding]:
+        """The live grants that hold any of ``devices`` (as this process's node lists them,
+        matched to the ledger's node), other than the grants this process runs on. Reads the
+        ledger without changing it; a ledger kept for another node holds none of them."""
+        state = self._file.peek()
+        reclaim(state)
+        if not state.grants:
+            return []  # nothing to match: no need to detect the node
+        node = self.node
+        if state.node != fingerprint(node):
+            return []
+        physical = allocatable(node)
+        keys = set()
+        for device in devices:
+            match = counterpart(device, physical)
+            if match is not None:
+                keys.add((match.family, match.id))
+        mine = lineage(state, self._enclosing)
+        return [
+            holding
+            for holding in self._view(state).holdings
+            if holding.grant.token not in mine
+            and any((d.family, d.id) in keys for d, _share in holding.grant.devices)
+        ]
+
     def discard(self, grant: Grant) -> bool:
-        """Give ``grant`` back if the ledger still holds it; whether it did."""
+        """Give ``grant`` back if the ledger still holds it; whether it did. Its steps, if any
+        still run, become steps of the grant it was a step of (or grants of the node)."""
         mirrored = self._mirror.get(grant.token)
         recorded = mirrored[0] if mirrored and mirrored[1] == grant else grant.to_dict()
         with self._threads, self._file.locked() as state:
-            _reclaim(state)
+            reclaim(state)
             for record in state.grants:
                 if record.token == grant.token and record.grant == recorded:
-                    state.grants.remove(record)
-                    state.changed = True
+                    drop(state, [record])
                     return True
         return False
 
@@ -213,34 +331,75 @@ class Ledger:
         accelerator_type: Optional[str],
         holder: Holder,
         ticket: Optional[int],
-        queue_as: Optional[str],
+        wants: str,
+        wait: bool,
+        note: Optional[str],
     ) -> tuple[Optional[Grant], Optional[int], Optional[LedgerView]]:
         """One decision under the lock: (grant, ticket, view when it must wait)."""
         node = self.node
         with self._threads, self._file.locked() as state:
-            _reclaim(state)
+            reclaim(state)
             self._check_node(state, node)
             allocator = self._in_step(state)
-            grant = allocator.acquire(request, accelerator_type=accelerator_type)
-            ahead = any(ticket is None or t.ticket < ticket for t in state.queue)
+            scope = self._scope(state, node)
+            parent = None if scope is None else scope.parent
+            if scope is None:
+                grant = allocator.acquire(request, accelerator_type=accelerator_type)
+            else:
+                used = [self._grant(r) for r in state.grants if r.parent == parent]
+                grant = acquire_in(
+                    scope, node, self._registry, used, request, accelerator_type, wants
+                )
+            ahead = any(
+                t.parent == parent and (ticket is None or t.ticket < ticket) for t in state.queue
+            )
             if grant is not None and ahead:
-                allocator.release(grant)  # validated, and it fits, but others came first
+                if scope is None:
+                    allocator.release(grant)  # validated, and it fits, but others came first
                 grant = None
             if grant is not None:
-                record = Record(grant.to_dict(), holder, time.time())
+                record = Record(
+                    grant.to_dict(), holder, time.time(), os.getuid(), parent=parent, note=note
+                )
                 state.grants.append(record)
-                self._mirror[grant.token] = (record.grant, grant)
+                if scope is None:
+                    self._mirror[grant.token] = (record.grant, grant)
                 state.queue = [t for t in state.queue if t.ticket != ticket]
                 state.changed = True
                 return grant, None, None
-            if queue_as is None:
+            if not wait:
                 return None, ticket, None
             if ticket is None or all(t.ticket != ticket for t in state.queue):
                 ticket = state.next_ticket
                 state.next_ticket += 1
-                state.queue.append(Ticket(ticket, holder, queue_as, time.time()))
+                waiting = Ticket(ticket, holder, wants, time.time(), os.getuid(), parent)
+                state.queue.append(waiting)
                 state.changed = True
             return None, ticket, self._view(state, before=ticket)
+
+    def _scope(self, state: LedgerState, node: Node) -> Optional[Scope]:
+        """Where this process's requests take from: the grant it runs on, the devices it sees,
+        or (None) the whole node."""
+        if self._enclosing is not None:
+            record = next((r for r in state.grants if r.token == self._enclosing), None)
+            if record is None:
+                raise LedgerError(
+                    f"this process runs on grant {self._enclosing} of the ledger {self.path} "
+                    f"({GRANT_VAR}), which the ledger no longer holds: the process that held "
+                    f"it ended or gave it back. A step takes from its grant; unset {GRANT_VAR} "
+                    "to take from the node itself"
+                )
+            return step_scope(self._grant(record), node).narrowed(self._restriction)
+        if self._restriction is not None:
+            return visible_scope(self._restriction, node)
+        return None
+
+    def _grant(self, record: Record) -> Grant:
+        """The recorded grant; a record that does not read as one makes the ledger corrupt."""
+        try:
+            return Grant.from_dict(record.grant)
+        except ValueError as error:
+            raise self._file.corrupt(str(error)) from None
 
     def _withdraw(self, ticket: Optional[int]) -> None:
         """Leave the queue (timed out, stopped, or interrupted)."""
@@ -274,7 +433,7 @@ class Ledger:
             self._allocator = Allocator(self.node, registry=self._registry)
             self._mirror = {}
         allocator = self._allocator
-        recorded = {record.token: record.grant for record in state.grants}
+        recorded = {r.token: r.grant for r in state.grants if r.parent is None}
         for token, (data, grant) in list(self._mirror.items()):
             if recorded.get(token) != data:
                 allocator.release(grant)
@@ -295,71 +454,23 @@ class Ledger:
         return allocator
 
     def _view(self, state: LedgerState, before: Optional[int] = None) -> LedgerView:
-        """The state as a view; ``before``: only the tickets ahead of that one."""
-        try:
-            holdings = tuple(
-                Holding(Grant.from_dict(r.grant), r.holder, r.since) for r in state.grants
-            )
-        except ValueError as error:
-            raise self._file.corrupt(str(error)) from None
+        """The state as a view; ``before``: only the tickets ahead of that one in its queue (the
+        node's, or one grant's steps)."""
+        holdings = tuple(
+            Holding(self._grant(r), r.holder, r.since, r.user, r.parent, r.note)
+            for r in state.grants
+        )
+        scope = next((t.parent for t in state.queue if t.ticket == before), None)
         return LedgerView(
             path=self.path,
             node=None if state.node is None else state.node.get("summary"),
             holdings=holdings,
             waiting=tuple(
-                Waiting(t.ticket, t.holder, t.wants, t.since)
+                Waiting(t.ticket, t.holder, t.wants, t.since, t.user, t.parent)
                 for t in state.queue
-                if before is None or t.ticket < before
+                if before is None or (t.ticket < before and t.parent == scope)
             ),
         )
 
     def __repr__(self) -> str:
         return f"<Ledger {self.path}>"
-
-
-def fingerprint(node: Node) -> dict[str, str]:
-    """What identifies a node to its ledger: a hash of what allocation depends on (devices,
-    resources, family policies), and a readable summary for messages."""
-    facts = {
-        "devices": [
-            [d.family, d.id, d.resource_name, d.index, d.type_label, d.parent] for d in node.devices
-        ],
-        "resources": sorted(node.resources.items()),
-        "families": {name: p.to_dict() for name, p in sorted(node.policies.items())},
-    }
-    digest = hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
-    summary = ", ".join(f"{name}={amount:g}" for name, amount in sorted(node.resources.items()))
-    return {"fingerprint": digest[:32], "summary": summary or "no resources"}
-
-
-def _reclaim(state: LedgerState) -> None:
-    """Drop the grants and tickets of holders that ended (all of them after a reboot)."""
-    if state.boot != boot_id():
-        state.boot = boot_id()
-        state.grants, state.queue = [], []
-        state.changed = True
-        return
-    alive: dict[Holder, bool] = {}
-    for entries in (state.grants, state.queue):
-        for entry in entries:
-            if entry.holder not in alive:
-                alive[entry.holder] = entry.holder.alive()
-    if all(alive.values()):
-        return
-    state.grants = [r for r in state.grants if alive[r.holder]]
-    state.queue = [t for t in state.queue if alive[t.holder]]
-    state.changed = True
-
-
-def _describe(request: Mapping[str, object], accelerator_type: Optional[str]) -> str:
-    """``GPU=1, accelerator_type=H100``: a request as people write it on the command line."""
-    try:
-        parts = [
-            f"{name}={quantity:g}" if isinstance(quantity, float) else f"{name}={quantity}"
-            for name, quantity in request.items()
-        ]
-    except AttributeError:
-        return repr(request)
-    if accelerator_type is not None:
-        parts.append(f"accelerator_type={accelerator_type}")
-    return ", ".join(parts) or "nothing"

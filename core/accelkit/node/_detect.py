@@ -3,16 +3,20 @@
 Detection runs every family's ``detect(host)`` on a view of the host whose environment holds only
 the variables that manager declares (``env_vars_read``; :class:`~accelkit.host.HostView`), the
 same view its ``read_visible``, ``labels`` and ``additional_resources`` get, so that live
-detection and a snapshot replay see the same. Then it applies, per family and in the order of
-:data:`STEPS`:
+detection and a snapshot replay see the same. A type label that cannot name a resource
+(``"Acme X1"``) is sanitized there, with a warning (:func:`_resource_label`). Then it applies,
+per family and in the order of :data:`STEPS`:
 
 1. **Partitions** (here). A device whose id is another device's ``parent`` (a MIG-enabled GPU
    listed beside its instances) is dropped with a warning: a partition and its parent are never
    both allocatable.
-2. **Exclusions** (:mod:`accelkit.node._operator`): ``ACCELKIT_EXCLUDE_DEVICES`` removes devices.
-3. **Visibility** (:mod:`accelkit.node._visibility`): a family's visibility variable, when set,
+2. **Claims** (:mod:`accelkit.node._claims`): a variable a detected family declares as its own
+   (MetaX's runtime reads ``CUDA_VISIBLE_DEVICES``) makes no devices of another family; two
+   families with devices claiming one variable are an error naming both.
+3. **Exclusions** (:mod:`accelkit.node._operator`): ``ACCELKIT_EXCLUDE_DEVICES`` removes devices.
+4. **Visibility** (:mod:`accelkit.node._visibility`): a family's visibility variable, when set,
    restricts what exists and supplies the ids; with nothing detected, its ids are logical devices.
-4. **Overrides** (:mod:`accelkit.node._operator`): ``overrides=`` and
+5. **Overrides** (:mod:`accelkit.node._operator`): ``overrides=`` and
    ``ACCELKIT_OVERRIDE_RESOURCES`` resize device resources or add plain capacity.
 
 Then resources and labels (:mod:`accelkit.node._resources`) are computed from what is left. A
@@ -26,6 +30,7 @@ same host always gives an equal node. This module holds the order and runs the f
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Callable, Optional
 
@@ -33,15 +38,17 @@ from accelkit._faults import PLUGIN_FAULTS
 from accelkit._settings import DETECT_TIMEOUT_VAR, Budgets
 from accelkit._shown import shown
 from accelkit._stdout import end_captures
+from accelkit.detect._facts import sanitize_label
 from accelkit.device import MAX_DEVICES, Device
 from accelkit.diagnostics import Diagnostic, collecting, note
 from accelkit.host import Host, HostView, LocalHost
 from accelkit.host import _deadlines as deadlines
 from accelkit.manager import AcceleratorManager
+from accelkit.node._claims import step_claim_clash, step_claims
 from accelkit.node._operator import read_exclusions, read_overrides, step_exclusions, step_overrides
 from accelkit.node._record import Node
 from accelkit.node._resources import DEFAULT_LABEL_PREFIX, step_labels, step_resources
-from accelkit.node._state import Detection, Family
+from accelkit.node._state import Detection, Family, working_copy
 from accelkit.node._visibility import step_read_visibility, step_restrict
 from accelkit.registry import Registry, family_policy, resolve, variables_read
 
@@ -74,7 +81,9 @@ def detect_node(
         env=env,
         budgets=Budgets.from_env(os.environ),
         label_prefix=label_prefix,
-        families=[Family(m, HostView(host, variables_read(m))) for m in managers],
+        families=[
+            Family(working_copy(m), HostView(host, variables_read(m)), origin=m) for m in managers
+        ],
         wanted=wanted,
         exclusions={},
     )
@@ -110,7 +119,7 @@ class _FamilyRun:
         self.family = family
         self.notes: list[Diagnostic] = []
         self.devices: Optional[list[Device]] = None
-        self.key = ("detect", id(family.manager))
+        self.key = ("detect", id(family.origin or family.manager))
         self.refused = deadlines.running(self.key)
         self.task = deadlines.Task(self._work, f"{family.manager.name} detect()")
 
@@ -157,8 +166,10 @@ def _step_devices(state: Detection) -> None:
 STEPS: tuple[tuple[str, Callable[[Detection], None]], ...] = (
     ("detect", _step_detect),
     ("partitions", _step_partitions),
+    ("claims", step_claims),
     ("read visibility", step_read_visibility),
     ("exclusions", step_exclusions),
+    ("claim clash", step_claim_clash),
     ("visibility", step_restrict),
     ("overrides", step_overrides),
     ("devices", _step_devices),
@@ -200,9 +211,37 @@ def _detect(manager: AcceleratorManager, host: Host) -> list[Device]:
                 family=manager.name,
                 resource_name=manager.resource_name,
                 index=position if device.index is None else device.index,
+                type_label=_resource_label(device.type_label),
             )
         )
     return devices
+
+
+_NOT_IN_A_LABEL = re.compile(r"[\s,=\"'`$\\]")
+"""What a type label must not hold: the node resource ``accelerator_type:<label>`` is a name
+requests give (no blanks), and ``ray start --resources`` and ``dask worker --resources
+"NAME=VALUE ..."`` carry it (no blanks, commas, ``=``, quotes, ``$`` or backslashes)."""
+
+
+def _resource_label(label: Optional[str]) -> Optional[str]:
+    """``label`` when it can name a resource, else :func:`accelkit.detect.sanitize_label` of it,
+    with a warning (None, dropping the label, when nothing of it is usable).
+
+    Sanitized rather than refused: the device is fine and the label still says what it is,
+    whereas ``"Acme X1"`` kept would make a resource no request can name, and make
+    ``to_ray``/``to_dask`` fail for the whole node.
+    """
+    if label is None or (label.isprintable() and not _NOT_IN_A_LABEL.search(label)):
+        return label
+    safe = sanitize_label(label)
+    done = f"using {safe!r}" if safe else "dropping it"
+    note(
+        f"type label {label!r} cannot name a resource (blanks, commas, '=', quotes, '$' and "
+        f"backslashes break requests and the Ray and Dask exports): {done}; a plugin should "
+        "give labels through accelkit.detect.type_label() or sanitize_label()",
+        "warning",
+    )
+    return safe
 
 
 def _drop_partitioned_parents(devices: list[Device]) -> list[Device]:

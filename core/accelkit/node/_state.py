@@ -5,10 +5,12 @@ order, each in the module of its own job."""
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
+from accelkit._faults import PLUGIN_FAULTS
 from accelkit.device import Device
 from accelkit.diagnostics import Diagnostic, collecting
 from accelkit.node._record import Node
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
     from accelkit.manager import AcceleratorManager
     from accelkit.registry import Registry
 
-__all__ = ["NODE_FAMILY", "Detection", "Family", "Override", "noting"]
+__all__ = ["NODE_FAMILY", "Detection", "Family", "Override", "noting", "working_copy"]
 
 NODE_FAMILY = "accelkit"
 """The ``family`` of diagnostics about the node's configuration rather than one family."""
@@ -43,8 +45,13 @@ class Family:
     """A family's devices while :func:`~accelkit.node.detect_node` works on them."""
 
     manager: AcceleratorManager
+    """This detection's own copy of the family's manager (:func:`working_copy`): what its
+    ``detect()`` records about the machine (Neuron's sizes for the generation it found) stays
+    with this node, whatever other detections run at the same time."""
     host: Host
     """The family's view of the host: only the variables its manager declares."""
+    origin: Optional[AcceleratorManager] = None
+    """The registry's manager the copy was made from (the key of a hung ``detect()``)."""
     detected: list[Device] = field(default_factory=list)
     """What ``detect()`` found (partition parents left out): the node's ``detected`` count."""
     devices: list[Device] = field(default_factory=list)
@@ -53,6 +60,17 @@ class Family:
     restriction: Optional[str] = None
     """``VAR='value'`` of the visibility variable that restricts the family, None when free."""
     excluded: list[Device] = field(default_factory=list)
+
+
+def working_copy(manager: AcceleratorManager) -> AcceleratorManager:
+    """A shallow copy of ``manager`` for one detection; the manager itself where it cannot be
+    copied. A manager may set its declarations (``scheduling``) on itself in ``detect()`` from
+    what it found, and node detection reads them right after (``Node.families``); on a copy,
+    two nodes detected at once by one registry never see each other's."""
+    try:
+        return copy.copy(manager)
+    except PLUGIN_FAULTS:  # a plugin's own __copy__ or __reduce_ex__ failing: share it
+        return manager
 
 
 @dataclass

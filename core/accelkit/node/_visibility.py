@@ -9,25 +9,29 @@ when nothing was detected), then restricting the detected devices by it.
 A family's visibility variable, when set, restricts what exists and supplies the ids, in the
 variable's order: ``CUDA_VISIBLE_DEVICES=2,3,5`` on an 8-GPU node leaves three devices with ids
 "2", "3", "5" (each keeps its detected facts; ``index`` becomes its position in the variable, the
-ordinal the family's runtime will use). A token that names no detected device (by id, UUID or
-index) still stands, with a warning, for one of the detected devices no other token names, while
-there is one (Ray's rule, min(detected, listed)): so the same variable on a node where only 3
-GPUs are detected, numbered 0-2, also gives "2", "3", "5". It carries only the facts those
-devices share; a partition granted whole (a MIG instance) is never stood for. Tokens beyond that,
-and repeats, are dropped with a warning; a value that makes nothing visible by accident (not
-``""``/``NoDevFiles``) is a warning too. When the family detected nothing, its tokens become
-logical devices (source ``"env"``), unless another family already provides that resource: an AMD
-node whose shell sets ``CUDA_VISIBLE_DEVICES`` is not also an NVIDIA node, and on a node with no
-device at all only the first such family in registry order makes logical devices. A value the
-manager cannot read (``read_visible`` raising ``ValueError``, or a token that could not be
-written back as an id) is an error diagnostic and counts as *nothing visible*: the variable
-exists to restrict, so a restriction we cannot read must not be widened into "everything".
+ordinal the family's runtime will use). The manager's ``read_visible`` reads the value as its
+runtime does (where a list stops, what a token means); matching its tokens to the detected
+devices happens here, with the manager's ``matches``. The first token that names no detected
+device (or names two: a UUID prefix they share) ends the list, with a warning, because CUDA, HIP
+and ROCr stop reading there: ``CUDA_VISIBLE_DEVICES=1,0`` on a one-GPU node shows nothing. Such a
+token never becomes a device of its own. A token naming an excluded device, or a device whose
+partitions are listed in its place, is left out and the list goes on (the runtime sees that
+device); a device named twice is kept once, with a warning. A value that makes nothing visible by
+accident (not ``""``/``NoDevFiles``) is a warning too. Only when the family detected nothing do
+its tokens become logical devices (source ``"env"``: ``CUDA_VISIBLE_DEVICES=2,3,5`` with an
+override of 3 GPUs gives ids "2", "3", "5"), unless another family already provides that
+resource: an AMD node whose shell sets ``CUDA_VISIBLE_DEVICES`` is not also an NVIDIA node, and
+on a node with no device at all only the first such family in registry order makes logical
+devices. A value the manager cannot read (``read_visible`` raising ``ValueError``, as NVIDIA's
+does for an ordinal given twice, which CUDA refuses; or a token that could not be written back
+as an id) is an error diagnostic and counts as *nothing visible*: the variable exists to
+restrict, so a restriction we cannot read must not be widened into "everything".
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Optional
+from typing import Optional
 
 from accelkit._faults import PLUGIN_FAULTS
 from accelkit._shown import shown
@@ -46,6 +50,7 @@ def step_read_visibility(state: Detection) -> None:
     provided = {f.manager.resource_name for f in state.families if f.detected}
     for family in state.families:
         with state.noting(family):
+            _note_markers_among_ids(family.manager, family.host.env)
             try:
                 _read_visibility(family, provided)
             except PLUGIN_FAULTS as exc:  # a plugin's read_visible() is broken
@@ -65,6 +70,9 @@ def step_restrict(state: Detection) -> None:
             try:
                 family.devices = _restrict(
                     family.manager, family.devices, family.excluded, family.tokens
+                )
+                family.devices = _without_parent_ids(
+                    family.manager, family.devices, family.detected
                 )
             except PLUGIN_FAULTS as exc:  # a plugin's matches() is broken
                 note(f"visibility rules failed: {type(exc).__name__}: {exc}; no devices", "error")
@@ -167,8 +175,15 @@ def logical(manager: AcceleratorManager, ids: Mapping[str, None], source: str) -
 
 def find(manager: AcceleratorManager, token: str, devices: Sequence[Device]) -> Optional[Device]:
     """The device a token names: an exact id first, then the manager's own matching."""
-    exact = next((d for d in devices if d.id == token), None)
-    return exact or next((d for d in devices if manager.matches(token, d)), None)
+    named = _named(manager, token, devices)
+    return named[0] if named else None
+
+
+def _named(manager: AcceleratorManager, token: str, devices: Sequence[Device]) -> list[Device]:
+    """The device with the token as its id, else every device the manager's ``matches`` finds:
+    several when the token is ambiguous (a UUID prefix two devices share)."""
+    exact = [d for d in devices if d.id == token]
+    return exact or [d for d in devices if manager.matches(token, d)]
 
 
 def _restrict(
@@ -177,99 +192,101 @@ def _restrict(
     excluded: list[Device],
     tokens: Sequence[str],
 ) -> list[Device]:
-    """The devices the visibility tokens name, renamed to the tokens, in the tokens' order.
-
-    A token names a detected device by id, UUID or index (the manager's ``matches``). A token
-    that names none still stands for one of the detected devices that no other token names, as
-    long as there is one left (Ray's rule: a node shows ``min(detected, listed)`` devices, with
-    the listed ids): ``CUDA_VISIBLE_DEVICES=2,3,5`` on a node where 3 GPUs are detected (a
-    container that numbers them 0-2) gives the 3 GPUs "2", "3", "5". Such a device carries only
-    the facts all those unnamed devices share. Tokens beyond the detected count are left out, and
-    a partition that is granted whole (a MIG instance) is never stood for this way.
-    """
+    """The devices the visibility tokens name, renamed to the tokens, in the tokens' order, up to
+    the first token that names no single detected device (see the module)."""
     var = _visibility_var(manager)
-    named: list[tuple[str, Optional[Device]]] = []
-    taken: set[str] = set()
-    unmatched: set[str] = set()
     parents = {d.parent for d in (*devices, *excluded) if d.parent}
-    for token in tokens:
-        device = find(manager, token, devices)
-        if device is None:
-            if find(manager, token, excluded) is not None:
-                continue  # excluded on purpose: not a surprise worth a warning
-            if token in parents:
-                note(
-                    f"{var} names {shown(token)}, a device whose partitions are listed in its "
-                    "place (a MIG-enabled GPU); leaving it out",
-                    "warning",
-                )
-                continue
-            if token in unmatched:
-                note(f"{var} names {token!r} more than once; keeping the first", "warning")
-                continue
-            unmatched.add(token)
-            named.append((token, None))
-        elif device.id in taken:
+    visible: list[Device] = []
+    taken: set[str] = set()
+    for position, token in enumerate(tokens):
+        named = _named(manager, token, devices)
+        if len(named) == 1 and named[0].id in taken:
             note(
-                f"{var} names device {device.id} more than once ({token!r}); keeping the first",
+                f"{var} names device {named[0].id} more than once ({token!r}); keeping the first",
+                "warning",
+            )
+        elif len(named) == 1:
+            taken.add(named[0].id)
+            visible.append(named[0].replace(id=token, index=len(visible)))
+        elif not named and find(manager, token, excluded) is not None:
+            continue  # excluded on purpose: not a surprise worth a warning
+        elif not named and token in parents:
+            note(
+                f"{var} names {shown(token)}, a device whose partitions are listed in its "
+                "place (a MIG-enabled GPU); leaving it out",
                 "warning",
             )
         else:
-            taken.add(device.id)
-            named.append((token, device))
-    # a partition (MIG instance) is named only by its own id: a stray index never stands for it,
-    # or a MIG-enabled GPU would be handed out by its parent's index
-    special = manager.scheduling.partitions_per_grant is not None
-    spare = [d for d in devices if d.id not in taken and not (special and d.parent)]
-    shared = _shared_facts(spare)
-    room = len(spare)
-    visible: list[Device] = []
-    standing: list[str] = []
-    dropped: list[str] = []
-    for token, found in named:
-        if found is None:
-            if not room:
-                dropped.append(token)
-                continue
-            room -= 1
-            standing.append(token)
-            found = Device(
-                token, family=manager.name, resource_name=manager.resource_name, source="env"
-            ).replace(**shared)
-        visible.append(found.replace(id=token, index=len(visible)))
-    if standing:
-        note(
-            f"{var} names {_listed(standing)}, which match(es) no detected device by id, UUID or "
-            f"index; each stands for one of the {len(spare)} detected device(s) the variable "
-            "names no other way, with only the facts they share (check the variable, unless "
-            "this is a container that numbers its devices anew)",
-            "warning",
-        )
-    if dropped:
-        note(
-            f"{var} names {_listed(dropped)}, which match(es) no detected device, and every "
-            "detected device is already accounted for; leaving it out",
-            "warning",
-        )
+            note(_list_ends(var, token, named, tokens[position + 1 :]), "warning")
+            break
     return visible
 
 
+def _list_ends(var: str, token: str, named: Sequence[Device], rest: Sequence[str]) -> str:
+    """The warning for the token that ends a visibility list, with every token it leaves out."""
+    if named:
+        what = f"which matches {len(named)} detected devices ({_listed([d.id for d in named])})"
+    else:
+        what = "which matches no detected device by id, UUID or index"
+    return (
+        f"{var} names {shown(token)}, {what}; the runtime stops reading the list there, leaving "
+        f"out {_listed([token, *rest])} (name only devices this node has)"
+    )
+
+
+_LISTED = 8
+"""How many tokens a message lists before it counts the rest."""
+
+
 def _listed(tokens: Sequence[str]) -> str:
-    return ", ".join(repr(t) for t in tokens)
+    """``'3', '5'``: tokens for a message, at most a few of them."""
+    shown_tokens = ", ".join(shown(t) for t in tokens[:_LISTED])
+    return shown_tokens if len(tokens) <= _LISTED else f"{shown_tokens} (+{len(tokens) - _LISTED})"
 
 
-_SHARED_FACTS = ("type_label", "model", "memory_bytes")
-"""Facts a device named only by a visibility token takes when every candidate agrees on them."""
+def _without_parent_ids(
+    manager: AcceleratorManager, visible: list[Device], detected: Sequence[Device]
+) -> list[Device]:
+    """The visible devices, less any that a token renamed to the id of a device whose partitions
+    are listed in its place; the rest renumbered in order.
+
+    Tokens rename the devices they name, and a family's ``matches`` may let an index token reach
+    a partition (the default does): ``ZETA_VISIBLE=0,3`` renamed partition "a" of card "0" to
+    "0", its own parent's id, and the allocator then refused the whole node, since a partition's
+    parent is never allocatable. Such a token names the partitioned device, which is never handed
+    out (the rule NVIDIA's MIG-enabled GPUs follow, for every family), so what it reached is left
+    out, with a warning.
+    """
+    parents = {d.parent for d in detected if d.parent}
+    clashing = [d for d in visible if d.id in parents]
+    for device in clashing:
+        note(
+            f"{_visibility_var(manager)} names {shown(device.id)}, a device whose partitions are "
+            "listed in its place, and the family's matching also reached another device by it; "
+            "leaving it out (name partitions by their own ids)",
+            "warning",
+        )
+    if not clashing:
+        return visible
+    kept = [d for d in visible if d.id not in parents]
+    return [d.replace(index=n) for n, d in enumerate(kept)]
 
 
-def _shared_facts(devices: Sequence[Device]) -> dict[str, Any]:
-    """The :data:`_SHARED_FACTS` that all ``devices`` have, with the same value."""
-    facts: dict[str, Any] = {}
-    for name in _SHARED_FACTS:
-        values = {getattr(d, name) for d in devices}
-        if len(values) == 1 and None not in values:
-            facts[name] = values.pop()
-    return facts
+def _note_markers_among_ids(manager: AcceleratorManager, env: Mapping[str, str]) -> None:
+    """Warn when one of the family's variables holds a "nothing visible" marker among ids
+    (``TPU_VISIBLE_CHIPS=NoDevFiles,0``, what appending ids to a SLURM value gives): it means
+    nothing visible only as the whole value; among ids it names no device, and the list ends
+    there (:func:`accelkit.detect.split_ids`), so the ids after it are left out."""
+    for name in variables_read(manager):
+        tokens = [token.strip() for token in env.get(name, "").split(",")]
+        marker = next((t for t in tokens if t and t in NOTHING_VISIBLE), None)
+        if marker is not None and len(tokens) > 1:
+            note(
+                f"{name}={shown(env[name])} holds {marker!r} among ids; it means nothing "
+                "visible only as the whole value, so the list ends there, leaving out the ids "
+                f"after it (write the ids alone, or {marker!r} alone)",
+                "warning",
+            )
 
 
 def _visibility_var(manager: AcceleratorManager) -> str:

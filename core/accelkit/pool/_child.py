@@ -1,4 +1,5 @@
-"""``python -m accelkit.pool._child FD``: a pool's worker process, running the calls it is sent.
+"""``python -m accelkit.pool._child FD PARENT``: a pool's worker process, running the calls it is
+sent, for as long as the pool's process ``PARENT`` lives.
 
 The pool starts this process with the grant's visibility environment already in place, so the
 variables are there before any of the caller's modules is imported (frameworks read them once,
@@ -10,13 +11,22 @@ Messages over the socket ``FD`` (``multiprocessing.connection`` framing): first 
 ``(fn, args, kwargs)`` and ``main_path`` is the caller's ``__main__`` script when the payload
 refers to it (None otherwise); each answer pickles ``(True, result)`` or
 ``(False, exception, traceback_text)``. The process ends when the pool closes the socket.
+
+It also ends with the pool's process, however that ends (a kill -9 included), even in the middle
+of a call: it holds devices for the pool, and its grant returns only once it has ended. On Linux
+the kernel sends it SIGKILL when its parent ends (``PR_SET_PDEATHSIG``); elsewhere a thread
+notices that the parent is gone and ends the process.
 """
 
 from __future__ import annotations
 
+import os
 import pickle
 import runpy
+import signal
 import sys
+import threading
+import time
 import traceback
 import types
 from multiprocessing.connection import Connection
@@ -28,9 +38,17 @@ MAIN_ALIAS = "__mp_main__"
 """The name the caller's ``__main__`` script is imported under here, as multiprocessing does,
 so its ``if __name__ == "__main__":`` block does not run again."""
 
+_PR_SET_PDEATHSIG = 1
+"""prctl(2): the signal this process gets when its parent ends."""
+_ORPHAN_EXIT = 70
+"""Exit status of a worker whose pool was gone before it could serve (sysexits' EX_SOFTWARE)."""
+_WATCH_SECONDS = 0.5
+"""How often a worker without ``PR_SET_PDEATHSIG`` looks whether its pool still runs."""
+
 
 def main(argv: list[str]) -> int:
     """Serve calls until the pool goes away."""
+    _end_with(int(argv[2]))
     connection = Connection(int(argv[1]))
     setup = connection.recv()
     sys.path[:] = setup["sys_path"]
@@ -59,6 +77,28 @@ def _answer(payload: bytes) -> bytes:
         what = "result" if outcome[0] else f"exception {outcome[1]!r}"
         stand_in = RuntimeError(f"the call's {what} cannot be pickled back to the pool: {error}")
         return pickle.dumps((False, stand_in, outcome[2] if len(outcome) > 2 else ""))
+
+
+def _end_with(parent: int) -> None:
+    """Make this process end when the pool's process ``parent`` does."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, f"prctl(PR_SET_PDEATHSIG) failed: {os.strerror(error)}")
+    else:
+        threading.Thread(target=_watch, args=(parent,), name="pool-watch", daemon=True).start()
+    if os.getppid() != parent:  # the pool ended before the signal was asked for
+        os._exit(_ORPHAN_EXIT)
+
+
+def _watch(parent: int) -> None:
+    """End this process once its parent is gone (it is then another process's child)."""
+    while os.getppid() == parent:
+        time.sleep(_WATCH_SECONDS)
+    os._exit(_ORPHAN_EXIT)
 
 
 def _import_main(path: str) -> None:

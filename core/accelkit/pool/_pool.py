@@ -17,16 +17,18 @@ from __future__ import annotations
 
 import os
 import pickle
+import sys
 import threading
 from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
 
 from accelkit.errors import WorkerCrashed
 from accelkit.ledger._holder import Holder
-from accelkit.ledger._ledger import Ledger, fingerprint
+from accelkit.ledger._identity import fingerprint
+from accelkit.ledger._ledger import Ledger
 from accelkit.pool._process import WorkerProcess, main_path
 from accelkit.schedule._request import validate_request
 
@@ -55,8 +57,10 @@ class AcceleratorPool(Executor):
     """Run calls in worker processes that see exactly the devices granted to them.
 
     ``node`` None: the ledger's node (detected). ``max_workers`` None: the larger of the CPU
-    count and the node's device count. ``ledger`` None: the node's default ledger, the one
-    ``accelkit run`` uses. ``registry`` serves the families' plugins (None: the default one).
+    count and the node's device count. ``ledger``: a :class:`~accelkit.ledger.Ledger`, or the
+    path of one; None: the node's default ledger, the one ``accelkit run`` uses. ``registry``
+    serves the families' plugins (None: the default one). Workers end with the pool's process,
+    however it ends, and their grants return with them.
     """
 
     def __init__(
@@ -64,12 +68,20 @@ class AcceleratorPool(Executor):
         node: Optional[Node] = None,
         max_workers: Optional[int] = None,
         *,
-        ledger: Optional[Ledger] = None,
+        ledger: Union[Ledger, str, os.PathLike[str], None] = None,
         registry: Optional[Registry] = None,
     ) -> None:
         if max_workers is not None and (not isinstance(max_workers, int) or max_workers < 1):
             raise ValueError(f"max_workers must be a whole number above 0, not {max_workers!r}")
-        self._ledger = ledger if ledger is not None else Ledger(None, node, registry=registry)
+        if isinstance(ledger, Ledger):
+            self._ledger = ledger
+        elif ledger is None or isinstance(ledger, (str, os.PathLike)):
+            self._ledger = Ledger(ledger, node, registry=registry)
+        else:
+            raise TypeError(
+                f"ledger must be an accelkit.ledger.Ledger or the path of one, not {ledger!r} "
+                f"({type(ledger).__name__})"
+            )
         self._node = node if node is not None else self._ledger.node
         if fingerprint(self._node) != fingerprint(self._ledger.node):
             raise ValueError(
@@ -102,7 +114,9 @@ class AcceleratorPool(Executor):
         ``max_calls`` None: 1 when ``resources`` names a device resource of the node (a fresh
         process per call), else 0 (reuse). ``fn`` and its arguments must pickle; a function
         of the ``__main__`` script is found by importing that script in the worker (guard its
-        top-level work with ``if __name__ == "__main__":``, as for ``multiprocessing``).
+        top-level work with ``if __name__ == "__main__":``, as for ``multiprocessing``), and one
+        defined in a session without a script (a REPL, a notebook) is sent by value with
+        ``cloudpickle`` when it is installed.
 
         Raises at once: :class:`~accelkit.Unsatisfiable` for a request this node can never
         serve, :class:`~accelkit.InvalidRequest` for a malformed one, ``ValueError`` for a bad
@@ -118,11 +132,10 @@ class AcceleratorPool(Executor):
                 f"max_calls must be 0 (reuse without limit), 1 (a fresh process per call) or "
                 f"a larger whole number (recycle after that many calls), not {max_calls!r}"
             )
-        payload = pickle.dumps((fn, args, kwargs))
+        name = getattr(fn, "__qualname__", repr(fn))
+        payload, main = _pickled(fn, args, kwargs, name)
         future: Future[T] = Future()
         key = (tuple(sorted((name, repr(q)) for name, q in request.items())), max_calls)
-        name = getattr(fn, "__qualname__", repr(fn))
-        main = main_path() if b"__main__" in payload else None
         call = _Call(future, payload, main, name, request, key)
         with self._condition:
             if self._closing:
@@ -213,7 +226,8 @@ class AcceleratorPool(Executor):
             with self._condition:
                 return call.future.cancelled() or bool(self._idle)
 
-        grant = self._ledger.acquire(call.request, wait=True, stop=changed)
+        note = f"accelkit pool worker, for pid {os.getpid()}"  # what ps shows for the worker
+        grant = self._ledger.acquire(call.request, wait=True, stop=changed, note=note)
         if grant is None:
             with self._condition:
                 reusable = any(worker.key == call.key for worker in self._idle)
@@ -221,7 +235,7 @@ class AcceleratorPool(Executor):
             if spare is not None:
                 self._retire(spare)  # its grant may be the room this call waits for
             return None
-        env = grant.env(hide_others=True, registry=self._registry)
+        env = self._ledger.env(grant, hide_others=True, registry=self._registry)
         try:
             worker = WorkerProcess(grant, env, call.key)
         except BaseException:
@@ -298,3 +312,32 @@ class AcceleratorPool(Executor):
             idle, self._idle = self._idle, []
         for worker in idle:
             self._retire(worker)
+
+
+def _pickled(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], name: str
+) -> tuple[bytes, Optional[str]]:
+    """The call as bytes for a worker, and the ``__main__`` script the worker must import first
+    to find what the call names there (None: it names nothing there).
+
+    Functions are pickled by reference, which a worker resolves by importing their module. A
+    ``__main__`` without a script (a REPL, a notebook, ``python -c``) cannot be imported:
+    ``cloudpickle``, when installed, sends what it defines by value; without it, a clear
+    ``pickle.PicklingError`` says so, rather than an ``AttributeError`` from the worker.
+    """
+    payload = pickle.dumps((fn, args, kwargs))
+    if b"__main__" not in payload:
+        return payload, None
+    script = main_path()
+    if script is not None:
+        return payload, script
+    try:
+        import cloudpickle
+    except ImportError:
+        raise pickle.PicklingError(
+            f"{name} is defined in an interactive session ({sys.argv[0] or 'the REPL'}: "
+            "__main__ without a script file), which a worker process cannot import. Install "
+            "cloudpickle (pip install cloudpickle) to send such functions by value, or define "
+            "the function in a module or a script"
+        ) from None
+    return cloudpickle.dumps((fn, args, kwargs)), None

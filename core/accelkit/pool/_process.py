@@ -45,7 +45,13 @@ class WorkerProcess:
         ours, theirs = socket.socketpair()
         with ours, theirs:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "accelkit.pool._child", str(theirs.fileno())],
+                [
+                    sys.executable,
+                    "-m",
+                    "accelkit.pool._child",
+                    str(theirs.fileno()),
+                    str(os.getpid()),
+                ],
                 env=worker_environ(env),
                 stdin=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),

@@ -178,7 +178,7 @@ class FamilyDevices:
     which devices may serve a request: all, one type label's, or those a partition rule allows.
     """
 
-    __slots__ = ("all_keys", "devices", "keys", "label_keys", "policy", "whole_keys")
+    __slots__ = ("all_keys", "devices", "keys", "label_keys", "policy", "shared_keys", "whole_keys")
 
     def __init__(self, policy: FamilyPolicy, devices: Sequence[Device]) -> None:
         self.policy = policy
@@ -193,12 +193,17 @@ class FamilyDevices:
         self.whole_keys = 0
         """Keys of unpartitioned devices: the only ones a fraction, or a request for more
         devices than the family's ``partitions_per_grant``, may use."""
+        self.shared_keys = 0
+        """Keys of the unpartitioned devices that are not ``exclusive``: the only ones a fraction
+        may use (an exclusive device admits one process, so it is granted whole)."""
         self.label_keys: dict[str, int] = {}
         for device, key in zip(self.devices, self.keys):
             bit = 1 << key
             self.all_keys |= bit
             if device.parent is None or policy.partitions_per_grant is None:
                 self.whole_keys |= bit
+                if not device.exclusive:
+                    self.shared_keys |= bit
             if device.type_label:
                 self.label_keys[device.type_label] = self.label_keys.get(device.type_label, 0) | bit
 
@@ -206,7 +211,9 @@ class FamilyDevices:
         """The keys that may serve ``units`` of this resource with type ``label``."""
         keys = self.all_keys if label is None else self.label_keys.get(label, 0)
         limit = self.policy.partitions_per_grant
-        if units % UNIT or (limit is not None and units // UNIT > limit):
+        if units % UNIT:
+            keys &= self.shared_keys
+        elif limit is not None and units // UNIT > limit:
             keys &= self.whole_keys
         return keys
 
@@ -323,6 +330,9 @@ class Inventory:
             rule = (
                 f" (partitions are granted whole, at most {limit} per grant)" if partitions else ""
             )
+            exclusive = [d.id for d in family.devices if d.exclusive]
+            if exclusive:
+                rule += f" (exclusive devices are granted whole: {', '.join(exclusive)})"
             if units % UNIT:
                 reasons.append(f"no {family.policy.name} device may be shared{rule}")
             elif len(usable) < units // UNIT:

@@ -30,6 +30,7 @@ from accelkit._visibility import is_index
 from accelkit.errors import PluginError, PluginWarning
 
 if TYPE_CHECKING:
+    from accelkit.device import Device
     from accelkit.manager import AcceleratorManager
     from accelkit.registry import Registry
     from accelkit.schedule._grant import Grant
@@ -84,7 +85,11 @@ def shown_ids(
 
     Collectives between co-located workers need each other's devices visible: a family that
     declares ``shared_visibility`` shows the union of every peer's ids, in numeric order ("2,10",
-    never "10,2"); a family whose devices are exclusive (Neuron cores) keeps its own ids.
+    never "10,2"); a family whose devices are exclusive (Neuron cores) keeps its own ids. Only
+    devices that may be seen by several processes are merged: a partition the family grants a
+    limited number of per grant (a MIG instance: CUDA uses one per process, so peers' instances
+    merged into one list would show the worker another's) and an ``exclusive`` device are
+    never shown to a peer, and a worker holding such a device sees only its own ids.
     """
     granted = grant.ids_by_family()
     if not peers:
@@ -92,14 +97,31 @@ def shown_ids(
     shown: dict[str, list[str]] = {}
     local: dict[str, Optional[str]] = {}
     for family, ids in granted.items():
-        if not _manager(plugins, family).frameworks.shared_visibility:
+        manager = _manager(plugins, family)
+        limited = manager.scheduling.partitions_per_grant is not None
+        own = [d for d, _share in grant.devices if d.family == family]
+        if not manager.frameworks.shared_visibility or any(_alone(d, limited) for d in own):
             shown[family] = ids
             continue
-        union = {*ids, *(i for peer in peers for i in peer.ids_by_family().get(family, []))}
+        union = {
+            *ids,
+            *(
+                d.id
+                for peer in peers
+                for d, _share in peer.devices
+                if d.family == family and not _alone(d, limited)
+            ),
+        }
         shown[family] = sorted(union, key=numeric_order)
         positions = (str(shown[family].index(i)) for i in ids)
         local[LOCAL_DEVICES_PREFIX + family.upper()] = ",".join(positions)
     return shown, local
+
+
+def _alone(device: Device, limited: bool) -> bool:
+    """Whether only its own grant's process may see ``device``: an exclusive device, or a
+    partition of a family that limits partitions per grant (``partitions_per_grant``)."""
+    return device.exclusive or (limited and device.parent is not None)
 
 
 def families_to_write(

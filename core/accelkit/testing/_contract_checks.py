@@ -34,7 +34,8 @@ def declarations(subject: Subject) -> None:
             "its name: set both to the family"
         )
     frameworks = manager.frameworks
-    for field, value in (("device", frameworks.device), ("collective", frameworks.collective)):
+    names = ("device", "collective", "platform")
+    for field, value in ((name, getattr(frameworks, name)) for name in names):
         if value is not None and not (isinstance(value, str) and value and value.strip() == value):
             errors.append(
                 f"{type(manager).__name__}.frameworks.{field} must be a name like 'cuda' or "

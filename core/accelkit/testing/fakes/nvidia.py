@@ -56,7 +56,9 @@ class FakeMig:
 @dataclass(frozen=True)
 class FakeGpu:
     """One GPU. ``migs`` None: MIG not supported; a sequence: MIG enabled with these instances
-    (in slots 0, 1, ... of ``mig_slots``); ``mig_mode`` 0 with ``migs`` set: MIG-capable but off."""
+    (in slots 0, 1, ... of ``mig_slots``); ``mig_mode`` 0 with ``migs`` set: MIG-capable but off.
+    ``compute_mode`` is NVML's ``NVML_COMPUTEMODE_*`` value (0 Default, 2 Prohibited, 3
+    Exclusive_Process)."""
 
     uuid: str
     bus_id: str
@@ -67,6 +69,7 @@ class FakeGpu:
     migs: Optional[Sequence[FakeMig]] = None
     mig_mode: int = 1
     mig_slots: int = 7
+    compute_mode: int = 0
 
 
 def fake_gpus(count: int, name: str = "NVIDIA H100 80GB HBM3") -> list[FakeGpu]:
@@ -96,6 +99,7 @@ NVML_ERRORS = {
     "NotSupported": "Not Supported",
     "NoPermission": "Insufficient Permissions",
     "NotFound": "Not Found",
+    "FunctionNotFound": "Function Not Found",
     "DriverNotLoaded": "Driver Not Loaded",
     "LibraryNotFound": "NVML Shared Library Not Found",
     "Unknown": "Unknown Error",
@@ -149,6 +153,10 @@ def fake_pynvml(gpus: Sequence[FakeGpu], *, text_as_bytes: bool = False) -> Modu
             raise errors["NotSupported"]()
         return [h[0].mig_mode, h[0].mig_mode]
 
+    def compute_mode(h: tuple[FakeGpu, Optional[FakeMig]]) -> int:
+        ready()
+        return h[0].compute_mode
+
     def max_migs(h: tuple[FakeGpu, Optional[FakeMig]]) -> int:
         ready()
         return h[0].mig_slots if h[0].migs is not None else 0
@@ -165,6 +173,10 @@ def fake_pynvml(gpus: Sequence[FakeGpu], *, text_as_bytes: bool = False) -> Modu
         **{f"NVMLError_{name}": error for name, error in errors.items()},
         NVML_DEVICE_MIG_DISABLE=0,
         NVML_DEVICE_MIG_ENABLE=1,
+        NVML_COMPUTEMODE_DEFAULT=0,
+        NVML_COMPUTEMODE_EXCLUSIVE_THREAD=1,
+        NVML_COMPUTEMODE_PROHIBITED=2,
+        NVML_COMPUTEMODE_EXCLUSIVE_PROCESS=3,
         calls=session.calls,
         nvmlInit=session.init,
         nvmlShutdown=session.shutdown,
@@ -177,6 +189,7 @@ def fake_pynvml(gpus: Sequence[FakeGpu], *, text_as_bytes: bool = False) -> Modu
         ),
         nvmlDeviceGetPciInfo=lambda h: SimpleNamespace(busId=text("0000" + h[0].bus_id.upper())),
         nvmlDeviceGetMigMode=mig_mode,
+        nvmlDeviceGetComputeMode=compute_mode,
         nvmlDeviceGetMaxMigDeviceCount=max_migs,
         nvmlDeviceGetMigDeviceHandleByIndex=mig_handle,
     )

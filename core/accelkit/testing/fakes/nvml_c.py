@@ -126,6 +126,7 @@ class EmulatedNvml:
             "nvmlDeviceGetMemoryInfo_v2": query(self.memory_info),
             "nvmlDeviceGetPciInfo_v3": query(self.pci_info),
             "nvmlDeviceGetMigMode": mig_query(self.mig_mode),
+            "nvmlDeviceGetComputeMode": query(self.compute_mode),
             "nvmlDeviceGetMaxMigDeviceCount": mig_query(self.max_mig_count),
             "nvmlDeviceGetMigDeviceHandleByIndex": mig_query(self.mig_handle),
         }
@@ -256,6 +257,11 @@ class EmulatedNvml:
     def mig_mode(self, part: Part, current: Any, pending: Any) -> int:
         """nvmlDeviceGetMigMode(nvmlDevice_t, unsigned int *current, unsigned int *pending)."""
         target(current).value = target(pending).value = part.gpu.mig_mode
+        return self.code("NVML_SUCCESS")
+
+    def compute_mode(self, part: Part, mode: Any) -> int:
+        """nvmlDeviceGetComputeMode(nvmlDevice_t, nvmlComputeMode_t *mode): the GPU's mode."""
+        target(mode).value = part.gpu.compute_mode
         return self.code("NVML_SUCCESS")
 
     def max_mig_count(self, part: Part, count: Any) -> int:

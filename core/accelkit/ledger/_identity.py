@@ -1,0 +1,201 @@
+"""Which node a ledger serves, and which part of it this process may take.
+
+The ledger belongs to the physical node. A process often sees less of it: a shell with
+``CUDA_VISIBLE_DEVICES=0,1,2,3``, a command run on a grant (whose environment narrows every
+family it was granted), an operator's ``ACCELKIT_EXCLUDE_DEVICES`` or ``--override GPU=4`` for
+one user. Detected through those, the node would be a smaller one, and every such process would
+find the ledger "holding grants on another node". So the ledger's node is detected with the
+process's restriction lifted: every family's visibility variables (those its ``visibility_env``
+writes, the ones a grant's environment sets) and the operator's corrections. The node as the
+process sees it only says which of the physical devices it may take (:class:`Restriction`),
+matched by UUID, else by id, since a visibility variable may name a device by either.
+
+One case keeps the old identity: a node the configuration makes up (logical devices an override
+or a visibility variable creates where nothing is detected, or capacity beyond the machine's).
+There is no physical device to share then, so the ledger serves the node as configured.
+
+A process that runs on a grant finds it in ``ACCELKIT_GRANT`` (``<token>@<ledger>``, written by
+:func:`grant_variable` into the grant's environment), and takes steps of that grant.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional
+
+from accelkit._faults import PLUGIN_FAULTS
+from accelkit.host import Host, HostView
+from accelkit.ledger._file import GRANT_VAR, grant_named
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from accelkit.device import Device
+    from accelkit.host import ProbeEnv
+    from accelkit.manager import AcceleratorManager
+    from accelkit.node._record import Node
+    from accelkit.registry import Registry
+
+__all__ = [
+    "DeviceKey",
+    "Restriction",
+    "allocatable",
+    "counterpart",
+    "enclosing_grant",
+    "fingerprint",
+    "grant_variable",
+    "ledger_node",
+]
+
+DeviceKey = tuple[str, str]
+"""``(family, id)``: a device of the ledger's node."""
+
+_LOGICAL = ("override",)
+"""Sources of devices that exist only by configuration: never the counterpart of a real one."""
+
+
+@dataclass(frozen=True)
+class Restriction:
+    """The devices of the ledger's node this process sees (``keys``), and why (for messages)."""
+
+    keys: frozenset[DeviceKey]
+    why: str
+
+
+def ledger_node(
+    host: Host, overrides: Optional[Mapping[str, object]], registry: Registry
+) -> tuple[Node, Optional[Restriction]]:
+    """The node a ledger serves for a process on ``host``, and what the process may take of it
+    (None: all of it). One detection when nothing restricts the process, two otherwise."""
+    from accelkit.node._detect import detect_node
+    from accelkit.node._operator import CONFIG_ENV_VARS
+
+    names = {*CONFIG_ENV_VARS, *(n for m in registry.managers() for n in _visibility_names(m))}
+    present = sorted(name for name in names if name in host.env)
+    if not present and not overrides:
+        return detect_node(host, registry=registry), None
+    physical = detect_node(_Lifted(host, present), registry=registry)
+    seen = detect_node(host, overrides, registry=registry)
+    keys = _counterparts(seen, physical)
+    if keys is None:
+        return seen, None
+    if keys == {_key(d) for d in allocatable(physical)}:
+        return physical, None
+    causes = [f"{name}={host.env[name]!r}" for name in present]
+    causes += [f"--override {name}={value}" for name, value in (overrides or {}).items()]
+    return physical, Restriction(frozenset(keys), ", ".join(causes))
+
+
+def fingerprint(node: Node) -> dict[str, str]:
+    """What identifies a node to its ledger: a hash of what allocation depends on (devices,
+    resources, family policies), and a readable summary for messages."""
+    facts = {
+        "devices": [
+            [d.family, d.id, d.resource_name, d.index, d.type_label, d.parent] for d in node.devices
+        ],
+        "resources": sorted(node.resources.items()),
+        "families": {name: p.to_dict() for name, p in sorted(node.policies.items())},
+    }
+    digest = hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
+    summary = ", ".join(f"{name}={amount:g}" for name, amount in sorted(node.resources.items()))
+    return {"fingerprint": digest[:32], "summary": summary or "no resources"}
+
+
+def allocatable(node: Node) -> list[Device]:
+    """The node's devices a grant may hold: all but those listed with their partitions."""
+    parents = {(d.family, d.parent) for d in node.devices if d.parent is not None}
+    return [d for d in node.devices if _key(d) not in parents]
+
+
+def counterpart(device: Device, devices: Iterable[Device]) -> Optional[Device]:
+    """The device among ``devices`` that ``device`` (as a restricted process sees it) is: the one
+    with its UUID, else the one with its id; None for a device that exists only by
+    configuration."""
+    if device.source in _LOGICAL:
+        return None
+    family = [d for d in devices if d.family == device.family]
+    if device.uuid:
+        same = next((d for d in family if d.uuid == device.uuid), None)
+        if same is not None:
+            return same
+    return next((d for d in family if d.id == device.id), None)
+
+
+def enclosing_grant(ledger: Path) -> Optional[int]:
+    """The token of the grant this process runs on, when ``ACCELKIT_GRANT`` names one of
+    ``ledger`` (a grant of another ledger has no steps here); a malformed value is an error."""
+    value = os.environ.get(GRANT_VAR, "").strip()
+    if not value:
+        return None
+    token, path = grant_named(value)
+    return token if os.path.realpath(path) == os.path.realpath(ledger) else None
+
+
+def grant_variable(token: int, ledger: Path) -> dict[str, str]:
+    """``{"ACCELKIT_GRANT": "<token>@<ledger>"}``: what marks a process as running on a grant."""
+    return {GRANT_VAR: f"{token}@{ledger}"}
+
+
+class _Lifted(HostView):
+    """``inner`` without the variables that restrict this process (for its probe processes too:
+    a vendor library there reads the real environment)."""
+
+    def __init__(self, inner: Host, lifted: Iterable[str]) -> None:
+        gone = set(lifted)
+        super().__init__(inner, [name for name in inner.env if name not in gone])
+        self._removed: dict[str, Optional[str]] = dict.fromkeys(gone)
+
+    def probe(
+        self,
+        function: Any,
+        *args: Any,
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> Any:
+        return self.inner.probe(
+            function, *args, timeout=timeout, env={**self._removed, **(env or {})}
+        )
+
+
+def _visibility_names(manager: AcceleratorManager) -> set[str]:
+    """The family's visibility variables: its primary one, and every variable its rule writes to
+    hide all its devices (the layers stacked on it; a grant's environment sets them). A rule
+    that fails names none here; detection reports the family."""
+    names = {manager.visible_devices_env_var} if manager.visible_devices_env_var else set()
+    try:
+        if manager.api_version >= 2:
+            written = manager.visibility_env([], total=None)
+        else:
+            written = manager.visibility_env([])
+    except PLUGIN_FAULTS:
+        return names
+    if isinstance(written, Mapping):
+        names.update(name for name in written if isinstance(name, str))
+    return names
+
+
+def _counterparts(seen: Node, physical: Node) -> Optional[set[DeviceKey]]:
+    """The physical devices the process's node offers; None when it offers something the machine
+    does not have (a device, or more of a plain resource)."""
+    devices = allocatable(physical)
+    keys = set()
+    for device in allocatable(seen):
+        match = counterpart(device, devices)
+        if match is None:
+            return None
+        keys.add(_key(match))
+    counted = {d.resource_name for d in (*seen.devices, *physical.devices)}
+    for name, amount in seen.resources.items():
+        if name in counted:
+            continue
+        if name not in physical.resources or amount > physical.resources[name]:
+            return None
+    return keys
+
+
+def _key(device: Device) -> DeviceKey:
+    return (device.family, device.id)

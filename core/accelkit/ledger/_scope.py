@@ -1,0 +1,165 @@
+"""Deciding within part of the node: the devices a restricted process sees, or a grant's steps.
+
+Two requests do not take from the whole node. A process restricted to some devices (a shell with
+``CUDA_VISIBLE_DEVICES=0,1,2,3``) takes only from those, beside everyone's grants. A run inside a
+grant (a *step*, as in a SLURM allocation) takes from that grant's devices, beside the grant's
+other steps, and never from the node: the grant holds those devices already.
+
+Both are a :class:`Scope`: what each device (and each plain resource) offers inside it. The
+decision is the allocator's own, on the ledger's node, with stand-in grants restored first: one
+per device (and one of plain capacity) that hold everything outside the scope and everything
+the scope's holders use. Placement, packing and validation are therefore exactly the node's: a
+step of two TPU chips is still an aligned block. A request that could never fit in the scope,
+even were it idle, raises :class:`~accelkit.Unsatisfiable` at once, as one the node could never
+serve does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
+
+from accelkit.errors import Unsatisfiable
+from accelkit.ledger._identity import DeviceKey, Restriction, allocatable
+from accelkit.manager import ACCELERATOR_TYPE_PREFIX
+from accelkit.quantities import UNIT, from_units, to_units
+from accelkit.schedule._allocator import Allocator
+from accelkit.schedule._grant import Grant
+
+if TYPE_CHECKING:
+    from accelkit.device import Device
+    from accelkit.node._record import Node
+    from accelkit.registry import Registry
+
+__all__ = ["Scope", "acquire_in", "describe", "grant_text", "step_scope", "visible_scope"]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Units each device offers (``devices``), units of each plain resource (``plain``; a name
+    left out offers the node's whole capacity), what it is (for messages), and the grant whose
+    steps take from it (None: the node's level)."""
+
+    devices: Mapping[DeviceKey, int]
+    plain: Mapping[str, int]
+    what: str
+    parent: Optional[int]
+
+    def narrowed(self, restriction: Optional[Restriction]) -> Scope:
+        """This scope less the devices a restricted process does not see."""
+        if restriction is None:
+            return self
+        devices = {k: v for k, v in self.devices.items() if k in restriction.keys}
+        what = f"{self.what}, as far as this process sees ({restriction.why})"
+        return Scope(devices, self.plain, what, self.parent)
+
+
+def visible_scope(restriction: Restriction, node: Node) -> Scope:
+    """The node's devices a restricted process sees, at the node's level."""
+    seen = [d for d in allocatable(node) if (d.family, d.id) in restriction.keys]
+    what = f"the devices this process sees ({_devices_text(seen)}: {restriction.why})"
+    return Scope(dict.fromkeys(restriction.keys, UNIT), {}, what, None)
+
+
+def step_scope(parent: Grant, node: Node) -> Scope:
+    """What a step of ``parent`` may take: its devices and plain resources (type capacities stay
+    the node's: a step of an H100 grant may ask for H100s)."""
+    devices: dict[DeviceKey, int] = {}
+    for device, share in parent.devices:
+        key = (device.family, device.id)
+        devices[key] = devices.get(key, 0) + to_units(share)
+    plain = {
+        name: to_units(parent.resources.get(name, 0))
+        for name in _plain(node)
+        if not name.startswith(ACCELERATOR_TYPE_PREFIX)
+    }
+    what = f"grant {parent.token} ({grant_text(parent)}), which this process runs on"
+    return Scope(devices, plain, what, parent.token)
+
+
+def acquire_in(
+    scope: Scope,
+    node: Node,
+    registry: Optional[Registry],
+    used: Sequence[Grant],
+    request: Mapping[str, object],
+    accelerator_type: Optional[str],
+    wants: str,
+) -> Optional[Grant]:
+    """A grant of ``request`` from ``scope``, beside the grants ``used`` there; None when it
+    does not fit now. Raises as the allocator does, and :class:`~accelkit.Unsatisfiable` for a
+    request the idle scope could never serve."""
+    idle = _allocator(scope, node, registry, ())
+    if idle.acquire(request, accelerator_type=accelerator_type) is None:
+        raise Unsatisfiable(f"{wants} can never fit in {scope.what}")
+    return _allocator(scope, node, registry, used).acquire(
+        request, accelerator_type=accelerator_type
+    )
+
+
+def describe(request: Mapping[str, object], accelerator_type: Optional[str]) -> str:
+    """``GPU=1, accelerator_type=H100``: a request as people write it on the command line."""
+    try:
+        parts = [
+            f"{name}={quantity:g}" if isinstance(quantity, float) else f"{name}={quantity}"
+            for name, quantity in request.items()
+        ]
+    except AttributeError:
+        return repr(request)
+    if accelerator_type is not None:
+        parts.append(f"accelerator_type={accelerator_type}")
+    return ", ".join(parts) or "nothing"
+
+
+def grant_text(grant: Grant) -> str:
+    """``GPU 0,1`` (``nothing`` for a grant without devices)."""
+    return "; ".join(f"{name} {','.join(ids)}" for name, ids in grant.ids.items()) or "nothing"
+
+
+def _allocator(
+    scope: Scope, node: Node, registry: Optional[Registry], used: Sequence[Grant]
+) -> Allocator:
+    """An allocator of ``node`` in which only the scope's free room is free."""
+    allocator = Allocator(node, registry=registry)
+    taken: dict[DeviceKey, int] = {}
+    plain_taken: dict[str, int] = {}
+    for grant in used:
+        for device, share in grant.devices:
+            key = (device.family, device.id)
+            taken[key] = taken.get(key, 0) + to_units(share)
+        for name, amount in grant.resources.items():
+            plain_taken[name] = plain_taken.get(name, 0) + to_units(amount)
+    stand_ins: list[Grant] = []
+    for device in allocatable(node):
+        key = (device.family, device.id)
+        units = min(UNIT - scope.devices.get(key, 0) + taken.get(key, 0), UNIT)
+        if units > 0:  # one grant per device: a share above 1 of a resource must be whole
+            share = from_units(units)
+            stand_ins.append(
+                Grant(len(stand_ins), {device.resource_name: share}, [(device, share)])
+            )
+    plain: dict[str, float] = {}
+    for name, total in _plain(node).items():
+        units = total - scope.plain.get(name, total) + plain_taken.get(name, 0)
+        if units > 0:
+            plain[name] = from_units(min(units, total))
+    if plain:
+        stand_ins.append(Grant(len(stand_ins), plain, []))
+    allocator.restore(stand_ins)
+    return allocator
+
+
+def _plain(node: Node) -> dict[str, int]:
+    """The node's resources that no device counts (types, custom capacity), in units."""
+    counted = {d.resource_name for d in node.devices}
+    return {
+        name: round(amount * UNIT) for name, amount in node.resources.items() if name not in counted
+    }
+
+
+def _devices_text(devices: Sequence[Device]) -> str:
+    ids: dict[str, list[str]] = {}
+    for device in devices:
+        ids.setdefault(device.resource_name, []).append(device.id)
+    return "; ".join(f"{name} {','.join(group)}" for name, group in ids.items()) or "no device"

@@ -1,0 +1,76 @@
+"""Compute partitions: one Instinct card as several GPUs (DPX, TPX, QPX, CPX).
+
+In a compute partition mode other than SPX, each partition (XCP) of a card is a KFD node of its
+own and a ROCr device of its own (an MI300X in CPX mode is 8), all on the card's one PCI
+function. The amdgpu driver gives the card's mode in ``current_compute_partition`` beside the
+card's other PCI attributes (``SPX``, ``DPX``, ``TPX``, ``QPX``, ``CPX``; amdgpu_gfx.c), so a
+partition's label names it ("AMD-Instinct-MI300X-OAM-CPX"). Each partition's memory is its KFD
+node's ``mem_banks``: sysfs ``mem_info_vram_total`` is the whole card's, wrong for a partition.
+From ROCm 7.0 each partition has its own unique id; before, the partitions of a card share
+one, which then names none of them: the UUIDs are left empty and ids stay ROCr's ordinals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Optional
+
+from accelkit import Device, Host, note
+from accelkit.detect import read_value
+
+from .kfd import MEMORY, kfd_bus_id, kfd_gpu_nodes
+
+__all__ = ["MODES", "with_partitions"]
+
+MODES = ("SPX", "DPX", "TPX", "QPX", "CPX")
+"""Compute partition modes, as ``current_compute_partition`` spells them; SPX is the whole card."""
+MODE_FILE = "current_compute_partition"
+
+
+def with_partitions(host: Host, devices: Sequence[Device]) -> list[Device]:
+    """``devices`` (in ROCr's order) with each partition's own facts from its KFD node: label
+    naming the mode, memory, UUID. Unchanged where the layer's devices are not KFD's nodes one
+    for one (the DRM layer lists a card once)."""
+    nodes = kfd_gpu_nodes(host) or []
+    if [d.pci_bus_id for d in devices] != [kfd_bus_id(n) for n in nodes]:
+        return list(devices)
+    cards: dict[str, list[int]] = {}
+    for position, device in enumerate(devices):
+        cards.setdefault(device.pci_bus_id or "", []).append(position)
+    found = list(devices)
+    for bus, positions in cards.items():
+        mode = _mode(host, bus, len(positions))
+        if mode is None:
+            continue
+        uuids = _uuids([nodes[p] for p in positions], bus)
+        for position, uuid in zip(positions, uuids):
+            device, memory = found[position], nodes[position].get(MEMORY)
+            label = f"{device.type_label}-{mode}" if device.type_label else None
+            found[position] = device.replace(type_label=label, uuid=uuid, memory_bytes=memory)
+    return found
+
+
+def _mode(host: Host, bus: str, count: int) -> Optional[str]:
+    """The card's partition mode, None for a whole card (SPX); "XCP" (AMD's word for a
+    partition) when the card is split but its mode cannot be read."""
+    text = read_value(host, f"/sys/bus/pci/devices/{bus}/{MODE_FILE}")
+    mode = (text or "").upper()
+    if mode in MODES:
+        return None if mode == "SPX" else mode
+    if count == 1:
+        return None
+    note(f"GPU {bus} is split into {count} partitions, but its {MODE_FILE} is {text!r}", "warning")
+    return "XCP"
+
+
+def _uuids(nodes: Sequence[dict[str, int]], bus: str) -> list[Optional[str]]:
+    """Each partition's ROCr UUID, or None for all when they do not tell the partitions apart."""
+    serials = [node.get("unique_id") for node in nodes]
+    if None not in serials and 0 not in serials and len(set(serials)) == len(serials):
+        return [f"GPU-{serial:016x}" for serial in serials if serial is not None]
+    if len(nodes) > 1:
+        note(
+            f"the {len(nodes)} partitions of GPU {bus} share one unique id (ROCm before 7.0): "
+            "no UUID names one of them; their ids are ROCr's ordinals"
+        )
+    return [None] * len(nodes)

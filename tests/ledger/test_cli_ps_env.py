@@ -1,0 +1,102 @@
+"""`accelkit ps` for every user of a ledger (its user column, `--host`, a ledger it may only read)
+and `accelkit env`, which takes nothing but says when the ledger holds what it names."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from accelkit.ledger._holder import boot_id
+from ledger_support import H100, accelkit, run, start
+
+HOLD = 'echo "$CUDA_VISIBLE_DEVICES"; while [ ! -e "$0/go" ]; do sleep 0.02; done'
+
+
+def test_ps_with_host_says_what_of_that_node_is_free(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.json"
+    holder = start(
+        ledger, "run", "-r", "GPU=0.5", "--host", H100, "--", "sh", "-c", HOLD, str(tmp_path)
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "0"
+    listing = run(ledger, "ps", "--host", H100)
+    assert listing.returncode == 0 and listing.stdout.splitlines()[-1] == "free: GPU 1,2,3,4,5,6,7"
+    as_json = json.loads(run(ledger, "ps", "--host", H100, "--json").stdout)
+    assert as_json["free"] == {"GPU": ["1", "2", "3", "4", "5", "6", "7"]}
+    assert as_json["grants"][0]["uid"] == os.getuid()
+    tpu = str(Path(H100).parent / "tpu-v6e-8")
+    other = run(ledger, "ps", "--host", tpu)
+    assert "serves another node (GPU=8" in other.stderr
+    assert other.stdout.splitlines()[-1] == "free: TPU 0,1,2,3,4,5,6,7"
+    (tmp_path / "go").touch()
+    assert holder.wait(timeout=60) == 0
+
+
+LIST = 'mount --bind -o ro "$1" "$1" && shift && exec "$@"'
+
+
+def test_ps_lists_a_ledger_it_may_only_read(tmp_path: Path) -> None:
+    """A group's ledger, readable by a member who may not write it: listed as it is, with the
+    holder that ended left out of the listing (its grant stays in the file for a writer)."""
+    folder = tmp_path / "group"
+    folder.mkdir()
+    ledger = folder / "ledger.json"
+    holder = start(
+        ledger, "run", "-r", "GPU=1", "--host", H100, "--", "sh", "-c", HOLD, str(tmp_path)
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "0"
+    data = json.loads(ledger.read_text())
+    ended = dict(data["grants"][0], holder={"pid": 2**22 + 3, "start": 1}, user=None)
+    ended["grant"] = dict(ended["grant"], token=ended["grant"]["token"] + 1)
+    ledger.write_text(json.dumps({**data, "grants": [*data["grants"], ended]}))
+    (folder / "ledger.json.lock").unlink()
+    argv = accelkit(ledger, "ps", "--json")
+    if os.geteuid() == 0:  # root writes through permission bits: a read-only mount stops it
+        argv = ["unshare", "-m", "sh", "-c", LIST, "sh", str(folder), *argv]
+    else:
+        folder.chmod(0o555)
+    try:
+        listing = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    finally:
+        folder.chmod(0o755)
+    if "mount" in listing.stderr:
+        pytest.skip(f"cannot mount read-only here: {listing.stderr.strip()}")
+    assert listing.returncode == 0, listing.stderr
+    grants = json.loads(listing.stdout)["grants"]
+    assert [(g["pid"], g["ids"]) for g in grants] == [(holder.pid, {"GPU": ["0"]})]
+    assert len(json.loads(ledger.read_text())["grants"]) == 2  # the file as it was
+    (tmp_path / "go").touch()
+    assert holder.wait(timeout=60) == 0
+
+
+def test_env_takes_nothing_and_says_when_the_ledger_holds_what_it_names(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.json"
+    holder = start(
+        ledger, "run", "-r", "GPU=1", "--host", H100, "--", "sh", "-c", HOLD, str(tmp_path)
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "0"
+    before = ledger.read_text()
+    shown = run(ledger, "env", "-r", "GPU=1", "--host", H100)
+    assert shown.returncode == 0 and "export CUDA_VISIBLE_DEVICES=0" in shown.stdout
+    assert f"the ledger {ledger} holds devices this environment names (GPU 0 by pid " in (
+        shown.stderr
+    )
+    assert f"pid {holder.pid}" in shown.stderr and "accelkit run takes devices" in shown.stderr
+    assert ledger.read_text() == before  # nothing taken
+    two = run(ledger, "env", "-r", "GPU=1", "--override", "GPU=4", "--host", H100)
+    assert "holds devices" in two.stderr  # an override narrows what it names, not the node
+    (tmp_path / "go").touch()
+    assert holder.wait(timeout=60) == 0
+    quiet = run(ledger, "env", "-r", "GPU=1", "--host", H100)
+    assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def test_env_says_when_it_cannot_read_the_ledger_and_still_prints(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.json"
+    ledger.write_text(json.dumps({"version": 2, "boot": boot_id()}))
+    shown = run(ledger, "env", "-r", "GPU=1", "--host", H100)
+    assert shown.returncode == 0 and "export CUDA_VISIBLE_DEVICES=0" in shown.stdout
+    assert "cannot check the node's ledger" in shown.stderr and "is corrupt" in shown.stderr
+    assert json.loads(ledger.read_text()) == {"version": 2, "boot": boot_id()}  # left as it is

@@ -1,0 +1,165 @@
+"""The ledger is the physical node's: a process that sees some devices takes only those, a
+process on a grant takes steps of it, and a ledger is always one absolute file."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from accelkit import LedgerError, Unsatisfiable, load_snapshot
+from accelkit.ledger._file import GRANT_VAR, LEDGER_VAR
+from accelkit.ledger._holder import Holder, boot_id
+from accelkit.ledger._identity import fingerprint
+from accelkit.ledger._ledger import Ledger
+from ledger_support import H100
+
+
+def seeing(path: Path, visible: str, **options: object) -> Ledger:
+    """A ledger as a process with ``CUDA_VISIBLE_DEVICES=visible`` opens it on the H100 node."""
+    host = load_snapshot(H100, env={"CUDA_VISIBLE_DEVICES": visible})
+    return Ledger(path, host=host, **options)  # type: ignore[arg-type]
+
+
+def test_a_restricted_process_meets_the_physical_node_and_takes_only_what_it_sees(
+    ledger_path: Path,
+) -> None:
+    everything = Ledger(ledger_path, host=load_snapshot(H100))
+    restricted = seeing(ledger_path, "GPU-00000000-0000-0000-0000-000000000005,4")
+    assert fingerprint(restricted.node) == fingerprint(everything.node)
+    first = restricted.acquire({"GPU": 1})
+    assert first is not None and first.ids == {"GPU": ["4"]}  # physical ids, lowest free
+    second = restricted.acquire({"GPU": 1})
+    assert second is not None and second.ids == {"GPU": ["5"]}  # named by its UUID
+    assert restricted.acquire({"GPU": 1}) is None  # six GPUs are free, none it sees
+    with pytest.raises(Unsatisfiable, match=r"GPU=3 can never fit in the devices this process"):
+        restricted.acquire({"GPU": 3}, wait=True)
+    whole = everything.acquire({"GPU": 6})
+    assert whole is not None and whole.ids == {"GPU": ["0", "1", "2", "3", "6", "7"]}
+    # An operator's exclusion or override for one user narrows what it takes, not the node.
+    narrowed = Ledger(ledger_path, host=load_snapshot(H100), overrides={"GPU": 2})
+    assert fingerprint(narrowed.node) == fingerprint(everything.node)
+    everything.release(whole)
+    assert narrowed.acquire({"GPU": 2}) is not None and narrowed.acquire({"GPU": 1}) is None
+    excluding = load_snapshot(H100, env={"ACCELKIT_EXCLUDE_DEVICES": "nvidia:2,nvidia:3"})
+    without = Ledger(ledger_path, host=excluding)
+    assert fingerprint(without.node) == fingerprint(everything.node)
+    taken = without.acquire({"GPU": 1})
+    assert taken is not None and taken.ids == {"GPU": ["6"]}  # 0-5 held or excluded
+
+
+def test_a_node_made_up_by_configuration_keeps_its_own_identity(ledger_path: Path) -> None:
+    """Logical devices an override adds exist nowhere else: the ledger serves that node."""
+    empty = load_snapshot(H100, env={"CUDA_VISIBLE_DEVICES": ""})
+    made_up = Ledger(ledger_path, host=empty, overrides={"TPU": 4})
+    assert made_up.acquire({"TPU": 2}) is not None
+    assert made_up.node.resources["TPU"] == 4
+
+
+def test_a_process_on_a_grant_takes_steps_of_it(
+    ledger_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node = Ledger(ledger_path, host=load_snapshot(H100))
+    job = node.acquire({"GPU": 2})
+    assert job is not None and job.ids == {"GPU": ["0", "1"]}
+    env = node.env(job)
+    assert env[GRANT_VAR] == f"{job.token}@{ledger_path}" and env["CUDA_VISIBLE_DEVICES"] == "0,1"
+    monkeypatch.setenv(GRANT_VAR, env[GRANT_VAR])
+    inside = Ledger(None, node.node)  # the grant's ledger is the default inside it
+    assert inside.path == ledger_path and inside.enclosing == job.token
+    halves = [inside.acquire({"GPU": 0.5}) for _ in range(3)]
+    assert [h.ids if h else None for h in halves] == [
+        {"GPU": ["0"]},
+        {"GPU": ["0"]},
+        {"GPU": ["1"]},
+    ]
+    assert inside.acquire({"GPU": 1}) is None  # GPU 1 has half left; the node has six free
+    with pytest.raises(Unsatisfiable, match=rf"can never fit in grant {job.token} \(GPU 0,1\)"):
+        inside.acquire({"GPU": 3})
+    parents = {h.grant.token: h.parent for h in node.view().holdings}
+    assert parents == {job.token: None, **{h.token: job.token for h in halves if h}}
+    # The job gives its grant back while its steps run: they stay counted, at the node's level.
+    node.release(job)
+    assert {h.parent for h in node.view().holdings} == {None}
+    monkeypatch.delenv(GRANT_VAR)
+    assert node.acquire({"GPU": 7}) is None
+    rest = node.acquire({"GPU": 6})
+    assert rest is not None and rest.ids == {"GPU": ["2", "3", "4", "5", "6", "7"]}
+    monkeypatch.setenv(GRANT_VAR, env[GRANT_VAR])
+    with pytest.raises(LedgerError, match=rf"runs on grant {job.token} .* no longer holds"):
+        Ledger(None, node.node).acquire({"GPU": 1})
+
+
+def test_a_step_never_waits_behind_the_node_s_queue(
+    ledger_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request for the whole node may wait for the very grant a step is part of."""
+    node = Ledger(ledger_path, host=load_snapshot(H100))
+    job = node.acquire({"GPU": 1})
+    assert job is not None
+    other = Ledger(ledger_path, host=load_snapshot(H100))
+    assert other.acquire({"GPU": 8}, wait=True, timeout=0.05) is None  # withdrawn
+    waiter = other._decide({"GPU": 8}, None, Holder.current(), None, "GPU=8", True, None)
+    assert waiter[1] is not None  # a ticket for the node, waiting for the job's GPU
+    monkeypatch.setenv(GRANT_VAR, f"{job.token}@{ledger_path}")
+    step = Ledger(None, node.node).acquire({"GPU": 1}, wait=True, timeout=5)
+    assert step is not None and step.ids == job.ids
+
+
+@pytest.mark.parametrize(
+    ("value", "complaint"),
+    [("12", "is not <token>@<absolute ledger path>"), ("x@/a", "is not <token>")],
+)
+def test_a_malformed_grant_variable_is_a_clear_error(
+    ledger_path: Path, monkeypatch: pytest.MonkeyPatch, value: str, complaint: str
+) -> None:
+    monkeypatch.setenv(GRANT_VAR, value)
+    with pytest.raises(LedgerError, match=complaint):
+        Ledger(ledger_path)
+
+
+def test_a_grant_of_another_ledger_takes_nothing_of_this_one(
+    ledger_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(GRANT_VAR, f"7@{tmp_path / 'other.json'}")
+    assert Ledger(ledger_path).enclosing is None
+
+
+def test_a_relative_path_is_refused_with_the_absolute_one_to_give(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(LedgerError, match=r"'ledger.json' is a relative path.*e\.g\. /"):
+        Ledger("ledger.json")
+    monkeypatch.setenv(LEDGER_VAR, "group/ledger.json")
+    with pytest.raises(LedgerError, match=rf"{LEDGER_VAR}='group/ledger.json' is a relative"):
+        Ledger()
+
+
+def test_a_version_1_ledger_is_read_and_upgraded(ledger_path: Path) -> None:
+    node = Ledger(ledger_path, host=load_snapshot(H100))
+    grant = node.acquire({"GPU": 1})
+    assert grant is not None
+    data = json.loads(ledger_path.read_text())
+    for record in data["grants"]:
+        del record["user"], record["parent"], record["note"]
+    ledger_path.write_text(json.dumps({**data, "version": 1, "boot": boot_id()}))
+    [holding] = Ledger(ledger_path, node.node).view().holdings
+    assert holding.grant == grant and holding.user is None
+    assert Ledger(ledger_path, node.node).acquire({"GPU": 1}) is not None
+    assert json.loads(ledger_path.read_text())["version"] == 2
+
+
+def test_a_ledger_this_process_may_not_write_is_listed_as_it_is(
+    ledger_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node = Ledger(ledger_path, host=load_snapshot(H100))
+    assert node.acquire({"GPU": 1}) is not None
+    data = json.loads(ledger_path.read_text())
+    gone = dict(data["grants"][0], holder={"pid": 2**22 + 1, "start": 1})
+    gone["grant"] = dict(gone["grant"], token=5)
+    ledger_path.write_text(json.dumps({**data, "grants": [*data["grants"], gone]}))
+    before = ledger_path.read_text()
+    monkeypatch.setattr(os, "access", lambda *args, **kwargs: False)
+    assert [h.holder.pid for h in Ledger(ledger_path).view().holdings] == [os.getpid()]
+    assert ledger_path.read_text() == before  # read only, the dead holder left in the file

@@ -1,0 +1,138 @@
+"""A vendor whose runtime reads CUDA's or HIP's variable (MetaX, Hygon DCU) claims it through its
+plugin: NVIDIA and AMD then make no devices from it, and a node with both is an error."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Optional
+
+import accelkit
+import pytest
+from accelkit import AcceleratorManager, Device, Host, hookimpl, registry
+from accelkit.errors import ConfigurationError
+from accelkit.testing.fakes.nvidia import fake_gpus
+from accelkit_plugins.nvidia import testing as nvidia_hosts
+
+
+class MetaxManager(AcceleratorManager):
+    """A third party's GPUs whose runtime reads ``CUDA_VISIBLE_DEVICES`` (as MetaX's does)."""
+
+    name = "metax"
+    resource_name = "GPU"
+    api_version = 2
+    visible_devices_env_var = "CUDA_VISIBLE_DEVICES"
+
+    def detect(self, host: Host) -> list[Device]:
+        return [Device(str(n), type_label="MXC500") for n in range(len(host.glob("/dev/mxcd*")))]
+
+
+class HygonManager(AcceleratorManager):
+    """A third party's DCUs whose runtime reads ``HIP_VISIBLE_DEVICES`` (as Hygon's does)."""
+
+    name = "hygon"
+    resource_name = "DCU"
+    api_version = 2
+    visible_devices_env_var = "HIP_VISIBLE_DEVICES"
+
+    def detect(self, host: Host) -> list[Device]:
+        return [Device(str(n), type_label="K100") for n in range(len(host.glob("/dev/kfd-dcu*")))]
+
+
+class ThirdParty:
+    """The plugin: one manager, registered as any installed plugin registers its own."""
+
+    def __init__(self, manager: AcceleratorManager) -> None:
+        self.manager = manager
+        self.__name__ = f"accelkit-{manager.name}"
+
+    @hookimpl
+    def accelkit_register_managers(self) -> list[AcceleratorManager]:
+        return [self.manager]
+
+
+def plugins_with(manager: AcceleratorManager) -> registry.Registry:
+    """The seven built-ins and the third party beside them (after them, as entry points are)."""
+    builtins = [importlib.import_module(name) for name in registry.BUILTIN_PLUGINS]
+    return registry.Registry([*builtins, ThirdParty(manager)], autoload=False)
+
+
+def host(
+    root: Path,
+    *,
+    files: tuple[str, ...] = (),
+    nvidia: int = 0,
+    env: Optional[dict[str, str]] = None,
+) -> accelkit.FakeHost:
+    """A machine with the third party's device files and ``nvidia`` NVIDIA GPUs (nvidia-smi)."""
+    for name in files:
+        (root / "dev").mkdir(parents=True, exist_ok=True)
+        (root / "dev" / name).touch()
+    gpus = fake_gpus(nvidia)
+    nvidia_hosts.write_sysfs(root, gpus)
+    commands = (
+        {nvidia_hosts.NVIDIA_SMI_ARGV: (0, nvidia_hosts.nvidia_smi_output(gpus))} if nvidia else {}
+    )
+    return accelkit.FakeHost(root=root, env=env, commands=commands)
+
+
+@pytest.mark.parametrize(
+    ("manager", "files", "variable", "stand_in"),
+    [
+        (MetaxManager(), ("mxcd0", "mxcd1"), "CUDA_VISIBLE_DEVICES", "nvidia"),
+        (HygonManager(), ("kfd-dcu0", "kfd-dcu1"), "HIP_VISIBLE_DEVICES", "amd"),
+    ],
+)
+def test_a_claimed_variable_makes_no_stand_in_devices(
+    tmp_path: Path,
+    manager: AcceleratorManager,
+    files: tuple[str, ...],
+    variable: str,
+    stand_in: str,
+) -> None:
+    node = accelkit.detect_node(
+        host(tmp_path, files=files, env={variable: "0,1"}), registry=plugins_with(manager)
+    )
+    assert [(d.family, d.id) for d in node.devices] == [(manager.name, "0"), (manager.name, "1")]
+    assert node.resources[manager.resource_name] == 2.0
+    assert "GPU" not in node.resources or manager.resource_name == "GPU"
+    infos = [d.message for d in node.diagnostics if d.family == stand_in]
+    claimed = f"{variable} is claimed by the {manager.name} family, whose devices are detected"
+    assert f"{claimed}: no {stand_in} devices are made from it" in infos
+
+
+def test_without_the_claimants_devices_the_variable_still_names_logical_gpus(
+    tmp_path: Path,
+) -> None:
+    node = accelkit.detect_node(
+        host(tmp_path, env={"CUDA_VISIBLE_DEVICES": "0,1"}), registry=plugins_with(MetaxManager())
+    )
+    assert [(d.family, d.id, d.source) for d in node.devices] == [
+        ("nvidia", "0", "env"),
+        ("nvidia", "1", "env"),
+    ]
+
+
+def test_nvidia_and_a_claimant_with_devices_on_one_node_is_an_error_naming_both(
+    tmp_path: Path,
+) -> None:
+    machine = host(tmp_path, files=("mxcd0",), nvidia=2)
+    with pytest.raises(ConfigurationError) as raised:
+        accelkit.detect_node(machine, registry=plugins_with(MetaxManager()))
+    message = str(raised.value)
+    assert message.startswith("CUDA_VISIBLE_DEVICES is claimed by nvidia (2 device(s), ")
+    assert "and by metax (1 device(s), " in message
+    assert "ACCELKIT_DISABLE_PLUGINS=accelkit-metax" in message
+
+
+def test_excluding_one_familys_devices_resolves_the_clash(tmp_path: Path) -> None:
+    env = {"ACCELKIT_EXCLUDE_DEVICES": "nvidia:0,nvidia:1"}
+    machine = host(tmp_path, files=("mxcd0",), nvidia=2, env=env)
+    node = accelkit.detect_node(machine, registry=plugins_with(MetaxManager()))
+    assert [(d.family, d.id) for d in node.devices] == [("metax", "0")]
+
+
+def test_amd_and_nvidia_share_no_primary_variable(tmp_path: Path) -> None:
+    # AMD reads CUDA_VISIBLE_DEVICES as HIP's fallback, but claims only ROCR_VISIBLE_DEVICES.
+    node = accelkit.detect_node(host(tmp_path, nvidia=1), registry=plugins_with(HygonManager()))
+    assert [d.family for d in node.devices] == ["nvidia"]

@@ -1,0 +1,150 @@
+"""AMD on 2025-2026 hardware: compute partitions (DPX/QPX/CPX), virtual functions, and Ryzen
+integrated GPUs beside a discrete one."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from typing import Any, Callable
+
+import accelkit
+import pytest
+from accelkit.testing.fakes import amd as fake
+from accelkit_plugins.amd import AmdManager, gpu
+from accelkit_plugins.amd import testing as amd_hosts
+
+MANAGER = AmdManager()
+MIB = fake.MIB
+CARD_MIB = 196592  # an MI300X's VRAM, which sysfs gives in every partition mode
+
+
+def partitioned(
+    root: pathlib.Path, mode: str, count: int, *, shared_id: bool = False, spx_card: bool = True
+) -> accelkit.FakeHost:
+    """One MI300X split into ``count`` partitions in ``mode`` (each its own KFD node, its share
+    of the VRAM in its ``mem_banks``), and a second MI300X whole (SPX)."""
+    card, whole = fake.fake_amdgpus(2)
+    parts = [
+        dataclasses.replace(
+            card,
+            serial=card.serial if shared_id else card.serial + (n << 32),
+            simd_count=card.simd_count // count,
+            vram_mib=CARD_MIB // count,
+        )
+        for n in range(count)
+    ]
+    amd_hosts.write_sysfs(root, [*parts, *([whole] if spx_card else [])])
+    amd_hosts.write_partition_mode(root, card.bus_id, mode, CARD_MIB)
+    if spx_card:
+        amd_hosts.write_partition_mode(root, whole.bus_id, "SPX", CARD_MIB)
+    return accelkit.FakeHost(root=root)
+
+
+@pytest.mark.parametrize(("mode", "count"), [("DPX", 2), ("QPX", 4), ("CPX", 8)])
+def test_each_partition_is_a_gpu_with_its_id_memory_uuid_and_mode(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], mode: str, count: int
+) -> None:
+    devices, notes = run_detect(MANAGER, partitioned(tmp_path, mode, count))
+    parts, whole = devices[:count], devices[count]
+    assert [d.id for d in devices] == [str(n) for n in range(count + 1)]
+    assert {d.type_label for d in parts} == {f"AMD-Instinct-MI300X-OAM-{mode}"}
+    assert {d.memory_bytes for d in parts} == {CARD_MIB // count * MIB}  # KFD mem_banks
+    assert len({d.uuid for d in parts}) == count and None not in {d.uuid for d in parts}
+    assert (whole.type_label, whole.memory_bytes) == ("AMD-Instinct-MI300X-OAM", CARD_MIB * MIB)
+    assert "warning" not in notes
+
+
+def test_a_cpx_node_offers_64_gpus_of_its_type(tmp_path: pathlib.Path) -> None:
+    root = tmp_path
+    cards = fake.fake_amdgpus(8)
+    parts = [
+        dataclasses.replace(c, serial=c.serial + (n << 32), vram_mib=CARD_MIB // 8, simd_count=152)
+        for c in cards
+        for n in range(8)
+    ]
+    amd_hosts.write_sysfs(root, parts)
+    for card in cards:
+        amd_hosts.write_partition_mode(root, card.bus_id, "CPX", CARD_MIB)
+    node = accelkit.detect_node(accelkit.FakeHost(root=root))
+    assert node.resources == {"GPU": 64.0, "accelerator_type:AMD-Instinct-MI300X-OAM-CPX": 1.0}
+    grant = accelkit.Allocator(node).acquire({"GPU": 1})
+    assert grant is not None
+    assert grant.env({}, hooks=False)["ROCR_VISIBLE_DEVICES"] == "0"
+
+
+def test_partitions_that_share_one_unique_id_have_no_uuid(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    devices, notes = run_detect(MANAGER, partitioned(tmp_path, "CPX", 8, shared_id=True))
+    assert [d.uuid for d in devices[:8]] == [None] * 8
+    assert devices[8].uuid is not None
+    assert "share one unique id (ROCm before 7.0)" in notes
+
+
+def test_a_split_card_whose_mode_cannot_be_read_is_still_told_apart(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    host = partitioned(tmp_path, "CPX", 4, spx_card=False)
+    card = fake.fake_amdgpus(1)[0]
+    (tmp_path / "sys/bus/pci/devices" / card.bus_id / "current_compute_partition").unlink()
+    devices, notes = run_detect(MANAGER, host)
+    assert {d.type_label for d in devices} == {"AMD-Instinct-MI300X-OAM-XCP"}
+    assert f"warning: GPU {card.bus_id} is split into 4 partitions" in notes
+
+
+def test_amdsmi_partitions_take_their_facts_from_kfd(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    host = partitioned(tmp_path, "QPX", 4, spx_card=False)
+    card = fake.fake_amdgpus(1)[0]
+    listed = [dataclasses.replace(card, vram_mib=CARD_MIB) for _ in range(4)]  # amdsmi: the card's
+    smi = accelkit.FakeHost(root=tmp_path, modules={"amdsmi": fake.fake_amdsmi(listed)})
+    devices, _ = run_detect(MANAGER, smi)
+    assert [(d.source, d.type_label) for d in devices] == [
+        ("library", "AMD-Instinct-MI300X-OAM-QPX")
+    ] * 4
+    assert {d.memory_bytes for d in devices} == {CARD_MIB // 4 * MIB}
+    assert len({d.uuid for d in devices}) == 4
+    assert host.exists("/sys/class/kfd")
+
+
+@pytest.mark.parametrize(
+    ("device_id", "label"),
+    [
+        ("0x74b5", "AMD-Instinct-MI300X-OAM"),
+        ("0x74b9", "AMD-Instinct-MI325X-OAM"),
+        ("0x74bd", "AMD-Instinct-MI300X-HF"),
+    ],
+)
+def test_virtual_functions_are_labelled_as_their_product(device_id: str, label: str) -> None:
+    device = gpu(accelkit.FakeHost(), 0, {"device_id": device_id, "market_name": "N/A"}, None)
+    assert device.type_label == label
+
+
+def test_a_vm_with_virtual_functions_offers_them(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    amd_hosts.write_sysfs(tmp_path, fake.fake_amdgpus(2, device_id=0x74B5))
+    devices, _ = run_detect(MANAGER, accelkit.FakeHost(root=tmp_path))
+    assert [(d.id, d.type_label) for d in devices] == [
+        ("0", "AMD-Instinct-MI300X-OAM"),
+        ("1", "AMD-Instinct-MI300X-OAM"),
+    ]
+
+
+def test_a_ryzen_igpu_beside_a_discrete_gpu_is_not_offered_and_keeps_its_ordinal(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    first, second = fake.fake_amdgpus(2, device_id=0x7550)  # Radeon RX 9070 XT
+    raphael = fake.FakeAmdGpu(
+        "0000:12:00.0", 0, "AMD Radeon Graphics", device_id=0x164E, vram_mib=512, simd_count=8
+    )
+    amd_hosts.write_sysfs(tmp_path, [first, raphael, second])  # KFD order: as ROCr counts them
+    devices, notes = run_detect(MANAGER, accelkit.FakeHost(root=tmp_path))
+    assert [d.id for d in devices] == ["0", "2"]  # ROCR_VISIBLE_DEVICES=1 would be the iGPU
+    assert "info: GPU 1 (AMD-Radeon-Raphael-iGPU) is an integrated GPU ROCm does not" in notes
+    node = accelkit.detect_node(accelkit.FakeHost(root=tmp_path))
+    assert node.resources["GPU"] == 2.0
+    grants = [accelkit.Allocator(node).acquire({"GPU": 2})]
+    assert grants[0] is not None
+    assert grants[0].env({}, hooks=False)["ROCR_VISIBLE_DEVICES"] == "0,2"

@@ -1,0 +1,129 @@
+"""A pool's workers live and die with the pool's process, take steps of their own grant, and
+take what the caller gives: a ledger by path, a function defined in a session without a script."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pool_targets as targets
+import pytest
+from accelkit import Node, Unsatisfiable
+from accelkit.ledger._holder import Holder
+from accelkit.ledger._ledger import Ledger
+from accelkit.pool._pool import AcceleratorPool
+
+PARENT = """
+import json, os, sys, time
+from pathlib import Path
+from accelkit import Node
+from accelkit.ledger import Ledger
+from accelkit.pool import AcceleratorPool
+
+def hold(started):
+    Path(started).write_text(str(os.getpid()))
+    time.sleep(600)
+
+if __name__ == "__main__":
+    node = Node.from_dict(json.loads(Path(sys.argv[2]).read_text()))
+    with AcceleratorPool(node, ledger=Ledger(sys.argv[1], node)) as pool:
+        calls = [pool.submit(hold, f"{sys.argv[3]}{n}", resources={"GPU": 2}) for n in range(2)]
+        [call.result() for call in calls]
+"""
+
+
+def test_a_pool_killed_with_sigkill_takes_its_workers_and_their_grants_along(
+    tmp_path: Path, ledger: Ledger, node_files: dict[str, Path]
+) -> None:
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT)
+    node_file = node_files["nvidia-h100-8gpu"]
+    started = tmp_path / "started"
+    parent = subprocess.Popen(
+        [sys.executable, str(script), str(ledger.path), str(node_file), str(started)]
+    )
+    workers = [int(wait_for(Path(f"{started}{n}"))) for n in range(2)]
+    held = ledger.view().holdings
+    assert sorted(h.holder.pid for h in held) == sorted(workers)
+    assert sorted(h.grant.ids["GPU"][0] for h in held) == ["0", "2"]
+    parent.send_signal(signal.SIGKILL)
+    parent.wait(timeout=60)
+    deadline = time.monotonic() + 5
+    while ledger.grants():
+        assert time.monotonic() < deadline, f"the workers still hold {ledger.grants()}"
+        time.sleep(0.05)
+    assert all(Holder.of(pid) is None for pid in workers)
+    assert ledger.acquire({"GPU": 8}) is not None
+
+
+def test_a_ledger_is_given_by_path_or_as_a_ledger_and_nothing_else(
+    ledger: Ledger, h100: Node
+) -> None:
+    with AcceleratorPool(h100, ledger=str(ledger.path)) as pool:
+        assert pool.submit(targets.visible, resources={"GPU": 1}).result()[2] == "0"
+    with pytest.raises(TypeError, match=r"ledger must be an accelkit.ledger.Ledger or the path"):
+        AcceleratorPool(h100, ledger=42)  # type: ignore[arg-type]
+
+
+def test_a_worker_takes_steps_of_its_own_grant(ledger: Ledger, node_files: dict[str, Path]) -> None:
+    node_file = str(node_files["nvidia-h100-8gpu"])
+    with AcceleratorPool(ledger.node, ledger=ledger) as pool:
+        seen, step = pool.submit(targets.take_step, node_file, resources={"GPU": 2}).result()
+        nothing = pool.submit(targets.take_step, node_file)
+        with pytest.raises(Unsatisfiable, match=r"can never fit in grant \d+ \(nothing\)"):
+            nothing.result()  # a call without devices runs on a grant of none
+    assert seen == "0,1" and step == {"GPU": ["0"]}
+
+
+SESSION = """
+import json, sys
+from accelkit import Node
+from accelkit.pool import AcceleratorPool
+if sys.argv[3] == "without":
+    sys.modules["cloudpickle"] = None  # as where it is not installed
+
+def double(x):
+    return 2 * x
+
+node = Node.from_dict(json.loads(open(sys.argv[2]).read()))
+with AcceleratorPool(node, ledger=sys.argv[1]) as pool:
+    try:
+        print(pool.submit(double, 21, resources={"GPU": 1}).result())
+    except Exception as error:
+        print(type(error).__name__, error)
+"""
+
+
+@pytest.mark.parametrize("cloudpickle", ["with", "without"])
+def test_a_function_of_a_session_without_a_script(
+    ledger: Ledger, node_files: dict[str, Path], cloudpickle: str
+) -> None:
+    """A REPL or notebook defines functions in a ``__main__`` no worker can import."""
+    if cloudpickle == "with":
+        pytest.importorskip("cloudpickle")
+    argv = [sys.executable, "-c", SESSION, str(ledger.path), str(node_files["nvidia-h100-8gpu"])]
+    result = subprocess.run([*argv, cloudpickle], capture_output=True, text=True, timeout=120)
+    if cloudpickle == "with":
+        assert result.stdout == "42\n", result.stderr
+    else:
+        assert result.stdout.startswith("PicklingError double is defined in an interactive")
+        assert "Install cloudpickle" in result.stdout
+
+
+def wait_for(path: Path, timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    while not path.exists() or not path.read_text():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.01)
+    return path.read_text()
+
+
+def test_a_worker_whose_pool_ended_before_it_started_exits_at_once() -> None:
+    """The pool may die between starting a worker and the worker asking for the parent-death
+    signal: the worker then finds another parent, and ends before serving anything."""
+    probe = "from accelkit.pool import _child; _child._end_with(1); print('served')"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert (result.returncode, result.stdout) == (70, ""), result.stderr
