@@ -113,10 +113,15 @@ def devices(
     plugins = resolve(registry)
     assigned = {} if grant is None else grant.ids_by_family()
     names: list[str] = []
-    for family, ids in visible_ids(source, registry=plugins).items():
+    counted: set[str] = set()  # primary variables whose devices are named already
+    seen = visible_ids(source, registry=plugins)
+    # the grant's families first: where two families claim one variable (MetaX and NVIDIA both
+    # read CUDA_VISIBLE_DEVICES), its devices are the granted family's, and are named once
+    for family, ids in sorted(seen.items(), key=lambda item: item[0] not in assigned):
         own = assigned.get(family)
         manager = plugins.get_manager(family)
-        if own is None and manager.visible_devices_env_var not in source:
+        variable = manager.visible_devices_env_var
+        if own is None and (variable not in source or variable in counted):
             continue  # read through another family's variable (HIP falls back to CUDA's)
         if ids is None:
             if own is not None:
@@ -131,6 +136,8 @@ def devices(
                 f"the grant gives {family} devices {own}, but this worker's environment shows "
                 f"{ids}: start the worker with grant.env()"
             )
+        if variable is not None:
+            counted.add(variable)
         frameworks = manager.frameworks
         device = frameworks.device
         if not ids or device is None:

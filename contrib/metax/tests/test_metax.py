@@ -70,6 +70,7 @@ def test_a_grant_writes_cuda_visible_devices_for_metax_gpus() -> None:
     assert pair.env()["CUDA_VISIBLE_DEVICES"] == "1,2"
     assert accelkit.visible_ids(env=pair.env())["metax"] == ["1", "2"]
     assert devices(env=pair.env()) == ["cuda:0", "cuda:1"]  # once each, torch.cuda's names
+    assert devices(env=pair.env(), grant=pair) == ["cuda:0", "cuda:1"]  # as the granted family's
 
 
 def test_the_library_layer_reads_mxsml_with_cuda_visible_devices_lifted() -> None:

@@ -21,7 +21,7 @@ import re
 from types import ModuleType
 from typing import Any, Callable, Optional
 
-from accelkit import AcceleratorManager, Device, Host, hookimpl, note
+from accelkit import AcceleratorManager, Device, Frameworks, Host, hookimpl, note
 from accelkit.detect import call_probe, decode, detect_layers, device_count, run_command, type_label
 
 VARIABLE = "CUDA_VISIBLE_DEVICES"
@@ -46,9 +46,7 @@ class MetaxManager(AcceleratorManager):
     resource_name = "GPU"
     visible_devices_env_var = VARIABLE  # claimed on nodes where MetaX GPUs are detected
     api_version = 2
-    # No Frameworks declared: MetaX's PyTorch builds keep torch.cuda's names ("cuda:0"), which
-    # accelkit.runtime.devices() already gives for CUDA_VISIBLE_DEVICES from NVIDIA's declaration;
-    # declaring "cuda" here too would name each GPU twice (see the README).
+    frameworks = Frameworks(device="cuda")  # MetaX's PyTorch builds keep torch.cuda's names
 
     def detect(self, host: Host) -> list[Device]:
         """MXSML (pymxsml) in a probe, else ``mx-smi -L``."""
