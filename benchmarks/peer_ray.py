@@ -7,8 +7,11 @@ library can reach a network; it needs ``unshare`` and the right to use it (root,
 namespaces).
 
 Each round starts every command below once, in the same order, as its own process; a figure is
-the median over the rounds, wall time and peak RSS (``ru_maxrss`` of the child), and a ratio
-compares two figures of the same run:
+the median over the rounds, and a ratio compares two figures of the same run. Wall time is timed
+around the command started directly; peak RSS is that command's alone, read in a second start
+under ``/usr/bin/time -f %M`` (GNU time). ``ru_maxrss`` of a child this script starts itself
+would not do: Python starts children with ``vfork``, and at ``exec`` Linux counts the parent's
+memory high-water mark into the child's, so every command would weigh at least this script.
 
 - ``bare``: ``python -c pass``, the floor every Python program pays;
 - ``import``: ``import accelkit`` / ``import ray``;
@@ -22,14 +25,20 @@ Then, for every example node in ``examples/nodes``: ``accelkit ls --json --host 
 process against ``bare``, and a warm in-process ``detect_node(load_snapshot(NODE))`` against
 Ray's warm in-process detection of this machine (Ray cannot replay a recorded node, so its
 detection of the machine it runs on is the nearest peer). The targets of issue 14 are checked
-at the end: ``ls --json`` at most 2.5x ``bare``, ``import accelkit`` at most 1.3x, and the peak
-RSS of ``ls --json`` at most 1.5x ``bare``'s.
+at the end (issue 22): ``ls --json`` at most 3.5x ``bare``, ``import accelkit`` at most 1.3x, and
+the peak RSS of ``ls --json`` at most 1.5x ``bare``'s.
+
+Last, where ``ls --json`` spends its start-up: the import of every module it loads, self and
+cumulative. ``python -X importtime`` misses what ``importlib.import_module`` loads (the verb
+modules, the plugins); this times ``importlib._bootstrap._find_and_load``, which both the
+``import`` statement and ``import_module`` go through (the timer itself adds a little to each).
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import json
 import os
 import shutil
 import statistics
@@ -62,7 +71,7 @@ FLOOR = (
 imports (argparse's first argument loads its help formatter): accelkit's own cost is above it."""
 
 TARGETS = (  # (what, figure, at most)
-    ("accelkit ls --json / bare (time)", "ls_time", 2.5),
+    ("accelkit ls --json / bare (time)", "ls_time", 3.5),
     ("import accelkit / bare (time)", "import_time", 1.3),
     ("accelkit ls --json / bare (peak RSS)", "ls_rss", 1.5),
 )
@@ -74,18 +83,26 @@ class Sample(NamedTuple):
 
 
 def measure(argv: list[str]) -> Sample:
-    """Wall time and peak RSS of one process running ``argv`` (its output discarded)."""
+    """Wall time of one process running ``argv`` (its output discarded), and the peak RSS of that
+    process alone, read in a second run under GNU time (see the module's docstring)."""
     start = time.perf_counter()
-    process = subprocess.Popen(
-        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=CHILD_ENV
-    )
-    _, status, usage = os.wait4(process.pid, 0)
+    result = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=CHILD_ENV)
     elapsed = time.perf_counter() - start
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode != 0:
-        assert process.stderr is not None
-        raise SystemExit(f"{argv} failed ({process.returncode}): {process.stderr.read()!r}")
-    return Sample(elapsed, usage.ru_maxrss)
+    if result.returncode != 0:
+        raise SystemExit(f"{argv} failed ({result.returncode}): {result.stderr!r}")
+    timed = subprocess.run(
+        [TIME, "-f", "%M", *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=CHILD_ENV,
+        text=True,
+        check=True,
+    )
+    return Sample(elapsed, int(timed.stderr.strip().splitlines()[-1]))
+
+
+TIME = "/usr/bin/time"
+"""GNU time: it reports ``ru_maxrss`` of the command it starts, a small C program's child."""
 
 
 def paired(commands: dict[str, list[str]], rounds: int) -> dict[str, Sample]:
@@ -212,6 +229,54 @@ def report(rounds: int, node_rounds: int) -> None:
     )
 
 
+BREAKDOWN = """
+import contextlib, importlib._bootstrap as bootstrap, io, json, sys, time
+find_and_load = bootstrap._find_and_load
+costs, children = {}, []
+def timed(name, import_):
+    start = time.perf_counter()
+    children.append(0.0)
+    try:
+        return find_and_load(name, import_)
+    finally:
+        total = time.perf_counter() - start
+        inner = children.pop()
+        if children:
+            children[-1] += total
+        costs[name] = (total, total - inner)
+bootstrap._find_and_load = timed
+start = time.perf_counter()
+from accelkit.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    main(ARGV)
+print(json.dumps({"total": time.perf_counter() - start, "costs": costs}))
+"""
+"""Runs ``accelkit ARGV`` in-process with every module load timed (see the module docstring)."""
+
+
+def print_breakdown(argv: list[str], top: int = 25) -> None:
+    """Where ``accelkit ARGV`` spends its start-up: modules loaded, self time by package."""
+    script = BREAKDOWN.replace("ARGV", repr(argv))
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=CHILD_ENV, check=True
+    )
+    data = json.loads(out.stdout.strip().splitlines()[-1])
+    costs: dict[str, tuple[float, float]] = data["costs"]
+    groups: dict[str, float] = {}
+    for name, (_, own) in costs.items():
+        parts = name.split(".")
+        group = ".".join(parts[:2]) if parts[0] in ("accelkit", "accelkit_plugins") else parts[0]
+        groups[group] = groups.get(group, 0.0) + own
+    imports = sum(own for _, own in costs.values())
+    print(
+        f"\nstart-up of `accelkit {' '.join(argv)}` in-process: {data['total'] * 1e3:.1f} ms, "
+        f"of which {len(costs)} module imports {imports * 1e3:.1f} ms (self time by package, "
+        "import statements and importlib.import_module alike)"
+    )
+    for group, seconds in sorted(groups.items(), key=lambda item: -item[1])[:top]:
+        print(f"  {group:36}{seconds * 1e3:8.2f} ms")
+
+
 def in_loopback_namespace(argv: list[str]) -> None:
     """Run this script again in a new network namespace with only loopback up, and exit."""
     unshare = shutil.which("unshare")
@@ -233,6 +298,7 @@ def main() -> None:
     if os.environ.get(IN_NAMESPACE) != "1":
         in_loopback_namespace(sys.argv[1:])
     report(args.rounds, args.node_rounds)
+    print_breakdown(["ls", "--json"])
 
 
 if __name__ == "__main__":

@@ -16,13 +16,17 @@ to :data:`MAX_QUANTITY`: a memory resource of ``10**12 + 1`` bytes is exactly th
 from __future__ import annotations
 
 import math
-from decimal import Decimal
-from fractions import Fraction
+import sys
 from numbers import Rational, Real
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
 from accelkit._shown import shown
 from accelkit.errors import InvalidData, InvalidRequest
+
+if TYPE_CHECKING:
+    from decimal import Decimal
+
+    from typing_extensions import TypeGuard
 
 __all__ = ["MAX_QUANTITY", "SNAP", "UNIT", "from_units", "json_amount", "to_units"]
 
@@ -95,7 +99,7 @@ def _number(value: object, what: str) -> Union[int, float]:
     ``bool`` is refused (``True`` is not "one GPU"); ``Decimal`` is a number although it is not
     a :class:`numbers.Real`.
     """
-    if isinstance(value, bool) or not isinstance(value, (Real, Decimal)):
+    if isinstance(value, bool) or not (isinstance(value, Real) or _is_decimal(value)):
         raise InvalidRequest(f"{what} must be a number, got {shown(value)}: {_RIGHT}")
     try:
         number = _converted(value, what)
@@ -130,21 +134,30 @@ def _converted(value: Union[Real, Decimal], what: str) -> Union[int, float]:
     without the number protocol raises one of :data:`_UNREADABLE` here."""
     if _too_large(value):
         raise _too_large_error(value, what)
-    if isinstance(value, Decimal):
+    if _is_decimal(value):
         if value.is_nan():  # a signalling NaN cannot even become a float
             raise InvalidRequest(f"{what} {shown(value)} must be finite: {_RIGHT}")
         if value.is_infinite():
             return float(value)
+        from fractions import Fraction
+
         value = Fraction(value)
     if isinstance(value, Rational) and value.denominator == 1:
         return int(value.numerator)
     return float(value)  # at most MAX_QUANTITY: a float holds it
 
 
+def _is_decimal(value: object) -> TypeGuard[Decimal]:
+    """Whether ``value`` is a ``Decimal``, without importing :mod:`decimal` (with
+    :mod:`fractions`, 2 ms of every start): a value can only be one once its module is loaded."""
+    decimal = sys.modules.get("decimal")
+    return decimal is not None and isinstance(value, decimal.Decimal)
+
+
 def _too_large(value: Union[Real, Decimal]) -> bool:
     """Whether a finite ``value`` is above :data:`MAX_QUANTITY`, found by comparison alone
     (``abs`` of a ``Decimal`` would round in the context, and may overflow)."""
-    if isinstance(value, Decimal):
+    if _is_decimal(value):
         return value.is_finite() and value.copy_abs() > MAX_QUANTITY
     if isinstance(value, float):
         return math.isfinite(value) and abs(value) > MAX_QUANTITY

@@ -159,6 +159,34 @@ print(json.dumps(sorted(m for m in sys.modules if m.startswith("accelkit.testing
     assert json.loads(run_python(script)) == []
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ls", "--json"],
+        ["ls", "--json", "--host", str(NODES / "nvidia-h100-8gpu")],
+        ["env", "-r", "GPU=1", "--host", str(NODES / "nvidia-h100-8gpu")],
+        ["--version"],
+    ],
+)
+def test_the_start_up_paths_skip_what_they_do_not_use(argv: list[str]) -> None:
+    """``ls``, ``env`` (and ``run``, which shares ``env``'s parsing) start without ``fractions``
+    and ``decimal`` (a quantity written ``1/3`` loads them) or ``shutil`` (argparse's own
+    formatter imports it for the terminal's width): each is start-up time a run need not pay."""
+    script = f"""
+import sys
+before = set(sys.modules)  # an editable install's path hook may load shutil itself
+import contextlib, io, json
+from accelkit.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        main({argv!r})
+    except SystemExit:
+        pass
+print(json.dumps(sorted({{"fractions", "decimal", "shutil"}} & (set(sys.modules) - before))))
+"""
+    assert json.loads(run_python(script)) == []
+
+
 def toolkit_users() -> dict[str, set[str]]:
     """Each ``accelkit.detect`` name the built-in plugins use, and which plugins use it
     (``from accelkit.detect import x``, or ``x`` as an attribute of the imported module)."""

@@ -7,13 +7,14 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from accelkit.cli import printable
 from accelkit.host import Host, LocalHost
 
 if TYPE_CHECKING:
+    from fractions import Fraction
+
     from accelkit.ledger._holder import Holder
     from accelkit.ledger._ledger import Ledger
     from accelkit.node._record import Node
@@ -59,7 +60,9 @@ def print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
-Quantity = Union[float, Fraction]
+Quantity = Union[float, "Fraction"]
+"""A quantity as written: ``fractions`` (and the ``decimal`` it imports) loads only when one
+is written as ``1/3``, not at every start."""
 
 
 def add_override_option(parser: argparse.ArgumentParser, note: str) -> None:
@@ -117,6 +120,8 @@ def quantity(text: str) -> Quantity:
         return float(text)
     except ValueError:
         pass
+    from fractions import Fraction
+
     try:
         return Fraction(text)
     except (ValueError, ZeroDivisionError):

@@ -17,11 +17,11 @@ import re
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
-from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional
 
 from accelkit.cli import EXIT_FAILED, EXIT_OK, describe
 from accelkit.cli._common import (
+    Quantity,
     add_ledger_option,
     add_override_option,
     add_request_options,
@@ -144,9 +144,9 @@ def _nothing_granted(
     return f"{what} takes no device; {done}"
 
 
-def parse_request(items: Sequence[str]) -> tuple[dict[str, Union[float, Fraction]], Optional[str]]:
+def parse_request(items: Sequence[str]) -> tuple[dict[str, Quantity], Optional[str]]:
     """``["GPU=0.5", "accelerator_type=H100"]`` -> ``({"GPU": 0.5}, "H100")``."""
-    request: dict[str, Union[float, Fraction]] = {}
+    request: dict[str, Quantity] = {}
     accelerator_type: Optional[str] = None
     for item in items:
         name, text = resource_text(item)

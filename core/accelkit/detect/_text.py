@@ -10,7 +10,6 @@ they return None, so a garbled output falls through to the next detection layer.
 from __future__ import annotations
 
 import re
-from fractions import Fraction
 from typing import Optional
 
 from accelkit.detect._bounds import lines
@@ -75,4 +74,9 @@ def parse_memory(text: Optional[str], default_unit: str = "MiB") -> Optional[int
     if match is None:
         return None
     unit = (match.group(2) or default_unit).lower()
-    return int(Fraction(match.group(1)) * _MEMORY_UNITS[unit])
+    number = match.group(1)
+    if "." not in number:
+        return int(number) * _MEMORY_UNITS[unit]
+    from fractions import Fraction  # exact ``1.5 GiB``; loaded only when a size has a fraction
+
+    return int(Fraction(number) * _MEMORY_UNITS[unit])
