@@ -2,11 +2,12 @@
 
 ROCr applies ``ROCR_VISIBLE_DEVICES`` (indices or ``GPU-<unique id>`` UUIDs) first; HIP then
 applies ``HIP_VISIBLE_DEVICES``, or ``CUDA_VISIBLE_DEVICES`` when HIP's is unset or empty, as
-indices *into ROCr's list*. A grant writes ROCr's ids and ``HIP_VISIBLE_DEVICES=0,...,n-1`` (so
-a stale CUDA value cannot re-map them), and unsets ``CUDA_VISIBLE_DEVICES`` unless another family
-on the node owns it (the core never lets a family write another's variable). A grant of nothing
-writes ``ROCR_VISIBLE_DEVICES=""`` and unsets HIP's. Reading stops each list at its first token
-that is not an id, as HIP and ROCr do, and never raises: an index past the end selects nothing.
+indices *into ROCr's list*, each read as ROCm's sources do (``rocm_visible``; a value ROCr
+refuses, with an empty token, is ``ValueError``: nothing visible). A grant writes ROCr's ids and
+``HIP_VISIBLE_DEVICES=0,...,n-1`` (so a stale CUDA value cannot re-map them), and unsets
+``CUDA_VISIBLE_DEVICES`` unless another family on the node owns it (the core never lets a family
+write another's variable). A grant of nothing writes ``ROCR_VISIBLE_DEVICES=""`` and unsets
+HIP's.
 
 Detection: amdsmi, else ``amd-smi list``/``static`` JSON (field names move between ROCm
 releases, so they are looked up leniently), else the KFD topology (partitions of a card in
@@ -23,7 +24,6 @@ Frameworks name the device ``cuda`` and the collective backend ``nccl`` on ROCm 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
@@ -41,13 +41,11 @@ from accelkit.detect import (
     read_int,
     run_command,
     sanitize_label,
-    split_ids,
-    stacked_ids,
-    valid_prefix,
 )
 
 from .kfd import in_rocr_order, kfd_bus_id, kfd_gpu_nodes
 from .partitions import with_partitions
+from .rocm_visible import names_uuid, rocm_visible
 
 PRODUCTS = {  # PCI device id -> type label (the id is the one fact every layer, sysfs too, gives)
     0x66A1: "AMD-Instinct-MI50",
@@ -72,7 +70,6 @@ PRODUCTS = {  # PCI device id -> type label (the id is the one fact every layer,
 # confirmed here; an unknown one keeps its market-name label and is offered.
 INTEGRATED = {0x164E: "AMD-Radeon-Raphael-iGPU"}  # Ryzen 7000 (gfx1036)
 LABELS = {**PRODUCTS, **INTEGRATED}
-ROCR_TOKEN = re.compile(r"[0-9]+|GPU-[0-9A-Za-z]+")  # an index or a ROCr UUID
 NO_DRIVER = ("AMDSMI_STATUS_DRIVER_NOT_LOADED",)  # amdsmi_init without amdgpu: an absent stack
 AMD_VENDOR = 0x1002
 AMD_SMI_LIST = ("amd-smi", "list", "--json")
@@ -95,18 +92,15 @@ class AmdManager(AcceleratorManager):
     )
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
-        """``ROCR_VISIBLE_DEVICES``, then HIP's (or CUDA's) positions within ROCr's list.
+        """``ROCR_VISIBLE_DEVICES``, then HIP's (or CUDA's) positions within ROCr's list, read as
+        ROCm's sources do (``rocm_visible``); ``ValueError`` for a value ROCr refuses."""
+        return rocm_visible(env)
 
-        An empty ``HIP_VISIBLE_DEVICES`` counts as unset: HIP then reads CUDA's variable.
-        """
-        rocr = self.rocr_ids(env.get("ROCR_VISIBLE_DEVICES"))
-        hip_value = env.get("HIP_VISIBLE_DEVICES") or env.get("CUDA_VISIBLE_DEVICES")
-        return stacked_ids(rocr, self.rocr_ids(hip_value))
-
-    def rocr_ids(self, value: Optional[str]) -> Optional[list[str]]:
-        """A ROCr or HIP list up to its first token that is neither an index nor a ``GPU-``
-        UUID: both runtimes stop parsing there and use what came before."""
-        return valid_prefix(split_ids(value), ROCR_TOKEN.fullmatch)
+    def matches(self, token: str, device: Device) -> bool:
+        """An index names the GPU ROCr numbers so; a ``GPU-`` token is a prefix of its UUID."""
+        if token.startswith("GPU-"):
+            return token == device.id or names_uuid(token, device.uuid)
+        return super().matches(token, device)
 
     def visibility_env(
         self, ids: Sequence[str], *, total: Optional[int] = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import pathlib
@@ -121,7 +122,7 @@ def test_a_grant_of_nothing_hides_every_gpu_through_rocr() -> None:
         ({"ROCR_VISIBLE_DEVICES": "4,5", "HIP_VISIBLE_DEVICES": "NoDevFiles"}, []),
         (
             {"ROCR_VISIBLE_DEVICES": "GPU-aa,GPU-bb", "HIP_VISIBLE_DEVICES": "GPU-bb,GPU-cc"},
-            ["GPU-bb"],
+            ["GPU-BB"],
         ),
     ],
 )
@@ -129,6 +130,62 @@ def test_reads_rocr_then_hip_relative_to_it(
     env: dict[str, str], expected: list[str] | None
 ) -> None:
     assert MANAGER.read_visible(env) == expected
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        # ROCr: trimmed, upper-cased, strtol base 0 over the whole token (amd_filter_device.cpp)
+        ({"ROCR_VISIBLE_DEVICES": "0x1"}, ["1"]),
+        ({"ROCR_VISIBLE_DEVICES": "010"}, ["8"]),
+        ({"ROCR_VISIBLE_DEVICES": "+2,-0"}, ["2", "0"]),
+        ({"ROCR_VISIBLE_DEVICES": "08"}, []),
+        ({"ROCR_VISIBLE_DEVICES": "1x"}, []),
+        ({"ROCR_VISIBLE_DEVICES": "4294967297"}, ["1"]),  # the long stored in an int32_t
+        ({"ROCR_VISIBLE_DEVICES": "\t1\n"}, ["1"]),
+        ({"ROCR_VISIBLE_DEVICES": "gpu-00ab"}, ["GPU-00AB"]),
+        ({"ROCR_VISIBLE_DEVICES": "GPU-"}, []),  # under 5 characters
+        ({"ROCR_VISIBLE_DEVICES": "GPU-00000000000000001"}, []),  # over 20
+        ({"ROCR_VISIBLE_DEVICES": "1,0,1,2"}, ["1", "0"]),  # a repeat ends the list
+        ({"ROCR_VISIBLE_DEVICES": "1,0x1,2"}, ["1"]),
+        ({"ROCR_VISIBLE_DEVICES": "0,"}, ["0"]),  # getline adds no token after a trailing comma
+        # HIP: untrimmed exact decimals, repeats skipped, "GPU-" by prefix (rocdevice.cpp)
+        ({"HIP_VISIBLE_DEVICES": " 1"}, []),
+        ({"HIP_VISIBLE_DEVICES": "01"}, []),
+        ({"HIP_VISIBLE_DEVICES": "0x1"}, []),
+        ({"HIP_VISIBLE_DEVICES": "+1"}, []),
+        ({"HIP_VISIBLE_DEVICES": "1,1,0"}, ["1", "0"]),
+        ({"ROCR_VISIBLE_DEVICES": "4,5", "HIP_VISIBLE_DEVICES": "1,1,0"}, ["5", "4"]),
+        ({"ROCR_VISIBLE_DEVICES": "4,5", "HIP_VISIBLE_DEVICES": "0,2,1"}, ["4"]),
+        ({"HIP_VISIBLE_DEVICES": "GPU-00ab,1"}, ["GPU-00ab", "1"]),
+        ({"HIP_VISIBLE_DEVICES": "GPU-00AB"}, []),  # HIP compares with lower-case hex
+        (
+            {"ROCR_VISIBLE_DEVICES": "GPU-00AB,GPU-00CD", "HIP_VISIBLE_DEVICES": "GPU-00c"},
+            ["GPU-00CD"],
+        ),
+        ({"ROCR_VISIBLE_DEVICES": "0,GPU-00CD", "HIP_VISIBLE_DEVICES": "GPU-00cd"}, []),
+        # HIP="" is unset: CUDA's is read; CUDA="" too means no restriction for HIP
+        ({"HIP_VISIBLE_DEVICES": "", "CUDA_VISIBLE_DEVICES": ""}, None),
+        ({"CUDA_VISIBLE_DEVICES": ""}, None),
+        ({"ROCR_VISIBLE_DEVICES": "3", "CUDA_VISIBLE_DEVICES": ""}, ["3"]),
+    ],
+)
+def test_reads_each_variable_as_rocm_sources_do(
+    env: dict[str, str], expected: list[str] | None
+) -> None:
+    assert MANAGER.read_visible(env) == expected
+
+
+@pytest.mark.parametrize("value", ["0,,1", ",0", "0, ,1", ",", "0,,"])
+def test_an_empty_rocr_token_is_a_value_rocr_refuses(value: str) -> None:
+    with pytest.raises(ValueError, match="empty token"):
+        MANAGER.read_visible({"ROCR_VISIBLE_DEVICES": value})
+
+
+def test_a_rocr_uuid_prefix_names_the_gpu_in_any_case() -> None:
+    gpu = accelkit.Device("0", 0, uuid="GPU-00ab000000000001")
+    assert MANAGER.matches("GPU-00AB", gpu) and MANAGER.matches("GPU-00ab", gpu)
+    assert not MANAGER.matches("GPU-", gpu) and not MANAGER.matches("GPU-00AC", gpu)
 
 
 VALUES = st.one_of(st.none(), st.text(alphabet="0123456789, GPU-abcNoDevFils", max_size=20))
@@ -141,10 +198,23 @@ def test_any_combination_of_the_three_variables_reads_without_raising(
 ) -> None:
     names = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
     env = {k: v for k, v in zip(names, (rocr, hip, cuda)) if v is not None}
-    ids = MANAGER.read_visible(env)
+    try:
+        ids = MANAGER.read_visible(env)
+    except ValueError:  # a value ROCr refuses (an empty token)
+        return
     assert ids is None or all(token.isdecimal() or token.startswith("GPU-") for token in ids)
     if rocr is not None and ids is not None:  # HIP can only narrow ROCr's list
         assert set(ids) <= set(MANAGER.read_visible({"ROCR_VISIBLE_DEVICES": rocr}) or [])
+
+
+@settings(max_examples=500, deadline=None)
+@given(rocr=st.one_of(st.none(), st.text()), hip=st.one_of(st.none(), st.text()))
+def test_any_value_reads_or_raises_only_value_error(
+    rocr: Optional[str], hip: Optional[str]
+) -> None:
+    env = {"ROCR_VISIBLE_DEVICES": rocr, "HIP_VISIBLE_DEVICES": hip, "CUDA_VISIBLE_DEVICES": hip}
+    with contextlib.suppress(ValueError):  # the only refusal a value may meet
+        MANAGER.read_visible({k: v for k, v in env.items() if v is not None})
 
 
 @given(
@@ -157,7 +227,7 @@ def test_relative_ids_select_only_from_the_base_list(base: list[str], tokens: li
     assert len(chosen) <= len(tokens)
 
 
-@given(st.lists(st.integers(min_value=0, max_value=31).map(str), max_size=8))
+@given(st.lists(st.integers(min_value=0, max_value=31).map(str), max_size=8, unique=True))
 def test_written_ids_read_back_the_same(ids: list[str]) -> None:
     inherited = {"HIP_VISIBLE_DEVICES": "3", "CUDA_VISIBLE_DEVICES": "0,1"}
     env = {**inherited, **MANAGER.visibility_env(ids)}
