@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
 from accelkit._json import check_keys
@@ -36,7 +36,7 @@ class Diagnostic:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form; :meth:`from_dict` restores it."""
-        return asdict(self)
+        return {"family": self.family, "level": self.level, "message": self.message}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Diagnostic:
@@ -56,14 +56,16 @@ MAX_NOTES = 100
 20,000 diagnostics. The ones beyond are counted, and one last finding says how many were cut."""
 
 
-@dataclass
 class _Collector:
     """One family's findings while it is detected: in order, each once, at most MAX_NOTES."""
 
-    family: str
-    notes: list[Diagnostic]
-    seen: set[Diagnostic]
-    cut: int = 0
+    __slots__ = ("cut", "family", "notes", "seen")
+
+    def __init__(self, family: str) -> None:
+        self.family = family
+        self.notes: list[Diagnostic] = []
+        self.seen: set[Diagnostic] = set()
+        self.cut = 0
 
     def add(self, finding: Diagnostic) -> None:
         if finding in self.seen:
@@ -93,7 +95,7 @@ def note(message: str, level: Level = "info") -> None:
 @contextlib.contextmanager
 def collecting(family: str) -> Iterator[list[Diagnostic]]:
     """Collect every :func:`note` made inside the block for ``family``."""
-    collector = _Collector(family, [], set())
+    collector = _Collector(family)
     token = _sink.set(collector)
     try:
         yield collector.notes

@@ -40,10 +40,10 @@ __all__ = ["hip_ids", "names_uuid", "rocm_visible", "rocr_ids"]
 
 C_SPACE = " \t\n\v\f\r"
 ASCII_UPPER = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
-STRTOL = re.compile(r"([+-]?)(?:0X([0-9A-F]+)|(0[0-7]*)|([1-9][0-9]*))", re.ASCII)
-ROCR_UUID = re.compile(r"GPU-[0-9A-F]{1,16}", re.ASCII)  # what can prefix a ROCr UUID
-HIP_UUID = re.compile(r"GPU-[0-9a-f]{1,16}", re.ASCII)  # what can prefix an agent's UUID
-HIP_INDEX = re.compile(r"0|[1-9][0-9]*", re.ASCII)
+STRTOL = r"(?a)([+-]?)(?:0X([0-9A-F]+)|(0[0-7]*)|([1-9][0-9]*))"
+ROCR_UUID = r"(?a)GPU-[0-9A-F]{1,16}"  # what can prefix a ROCr UUID
+HIP_UUID = r"(?a)GPU-[0-9a-f]{1,16}"  # what can prefix an agent's UUID
+HIP_INDEX = r"(?a)0|[1-9][0-9]*"
 LONG_MAX = 2**63 - 1
 
 
@@ -82,8 +82,8 @@ def rocr_ids(value: Optional[str]) -> Optional[list[str]]:
 def rocr_token(token: str) -> Optional[str]:
     """A trimmed, upper-cased ROCr token as an id, or None where ROCr stops reading."""
     if token.startswith("G"):
-        return token if ROCR_UUID.fullmatch(token) else None
-    number = STRTOL.fullmatch(token)
+        return token if re.fullmatch(ROCR_UUID, token) else None
+    number = re.fullmatch(STRTOL, token)
     if number is None:
         return None
     sign, hexa, octal, decimal = number.groups()
@@ -116,10 +116,10 @@ def hip_ids(value: Optional[str], rocr: Optional[Sequence[str]]) -> Optional[lis
 def hip_token(token: str, rocr: Optional[Sequence[str]]) -> Optional[str]:
     """One HIP token as an id (an entry of ``rocr`` where set), or None where HIP stops."""
     if "GPU-" in token:
-        if not HIP_UUID.fullmatch(token):
+        if not re.fullmatch(HIP_UUID, token):
             return None  # no agent's UUID contains it (or only an id-less "GPU-XX" one)
         return token if rocr is None else hip_uuid_in(token, rocr)
-    if not HIP_INDEX.fullmatch(token):
+    if not re.fullmatch(HIP_INDEX, token):
         return None
     if rocr is None:
         return token

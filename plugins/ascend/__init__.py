@@ -41,7 +41,7 @@ DEVICE_FILES = "/dev/davinci"  # + physical id; davinci_manager, devmm_svm, hisi
 # Atlas A3 (Ascend 910C): pyACL names the SoC "Ascend910_93xx" (9391, 9392, 9382, ...) while
 # npu-smi's chip map says "Ascend910" for each of the two chips an A3 NPU id has. Both layers
 # give this one label (the exact SoC name stays the model, where pyACL gives it).
-A3_SOC, A3_CHIP, A3_LABEL = re.compile(r"Ascend910_93\d\d"), "Ascend910", "Ascend910C"
+A3_SOC, A3_CHIP, A3_LABEL = r"Ascend910_93\d\d", "Ascend910", "Ascend910C"
 
 
 class AscendManager(AcceleratorManager):
@@ -81,7 +81,7 @@ def soc_label(name: Optional[str], chips_per_npu: int = 1) -> Optional[str]:
     compact = "".join((name or "").split())
     if not compact:
         return None
-    if A3_SOC.fullmatch(compact) or (compact == A3_CHIP and chips_per_npu == 2):
+    if re.fullmatch(A3_SOC, compact) or (compact == A3_CHIP and chips_per_npu == 2):
         return A3_LABEL
     return compact
 

@@ -9,7 +9,7 @@ from accelkit import note
 
 __all__ = ["parse_aligned_table"]
 
-_COLUMN_GAP = re.compile(r"\t+|\s{2,}")
+_COLUMN_GAP = r"\t+|\s{2,}"
 """Columns of a space-aligned table are separated by a tab or two or more spaces, so a value
 with single spaces ("Ascend 910B3", "Chip Logic ID") stays one cell."""
 
@@ -28,10 +28,10 @@ def parse_aligned_table(text: Optional[str], what: str) -> Optional[list[dict[st
     if not lines:
         note(f"{what} is empty", "warning")
         return None
-    header = _COLUMN_GAP.split(lines[0])
+    header = re.split(_COLUMN_GAP, lines[0])
     rows: list[dict[str, str]] = []
     for line in lines[1:]:
-        cells = _COLUMN_GAP.split(line)
+        cells = re.split(_COLUMN_GAP, line)
         if len(cells) != len(header):
             note(f"{what}: {line[:120]!r} has {len(cells)} columns, expected {header}", "warning")
             continue

@@ -63,13 +63,13 @@ TYPE_LABELS = (
     (r"\b(Max|Flex) (\d+)\b", r"Intel-GPU-\1-\2"),
     (r"\bArc\W+(?:TM\W+)?((?:Pro )?[AB]\d+\w*)", r"Intel-Arc-\1"),
 )
-DISCRETE = re.compile("|".join(pattern for pattern, _ in TYPE_LABELS), re.IGNORECASE)
+DISCRETE = "(?i)" + "|".join(pattern for pattern, _ in TYPE_LABELS)
 STACKS = {"Intel-GPU-Max-1550": 2, "Intel-GPU-Max-1450": 2, "Intel-GPU-Max-1350": 2}
 # Hierarchies in which SYCL (whose numbering ONEAPI_DEVICE_SELECTOR uses) lists each stack as a
 # root device: FLAT, and COMBINED, where Level Zero itself shows cards but SYCL still shows stacks.
 STACKS_ARE_ROOTS = ("FLAT", "COMBINED")
 INTEGRATED_BUS = "0000:00:02.0"
-MASK_ID = re.compile(r"^[0-9]+(\.[0-9]+)?$")  # a device or device.stack; no selector syntax
+MASK_ID = r"^[0-9]+(\.[0-9]+)?$"  # a device or device.stack; no selector syntax
 XPU_SMI = ("xpu-smi", "discovery", "-j")
 PCI_ORDER = {"ZE_ENABLE_PCI_ID_DEVICE_ORDER": "1"}
 PROBE_ENV = {**PCI_ORDER, "ONEAPI_DEVICE_SELECTOR": None, "ZE_AFFINITY_MASK": None}
@@ -96,7 +96,7 @@ class IntelManager(AcceleratorManager):
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
         """``ZE_AFFINITY_MASK`` first, then ``ONEAPI_DEVICE_SELECTOR``'s ids relative to it."""
         mask = split_ids(env.get("ZE_AFFINITY_MASK"))
-        mask = None if mask is None else [t for t in mask if MASK_ID.match(t)]
+        mask = None if mask is None else [t for t in mask if re.match(MASK_ID, t)]
         selected = level_zero_ids(env.get("ONEAPI_DEVICE_SELECTOR"))
         return stacked_ids(mask, selected)
 
@@ -134,8 +134,8 @@ def card(host: Host, name: Any, pci: Any, bus: Any, uuid: Any = None, memory: An
     cards: in FLAT mode each is split into its stacks. dpctl lists root devices as they are. An
     integrated GPU is ``[None]``: it is not offered, yet it takes a Level Zero ordinal."""
     known, bus_id = MODELS.get(parse_int(pci) or 0), normalise_bus_id(bus)
-    model = str(name) if known is None or DISCRETE.search(str(name)) else known
-    if bus_id == INTEGRATED_BUS or (bus_id is None and not DISCRETE.search(model)):
+    model = str(name) if known is None or re.search(DISCRETE, str(name)) else known
+    if bus_id == INTEGRATED_BUS or (bus_id is None and not re.search(DISCRETE, model)):
         note(f"{model} ({bus_id or 'no bus id'}) is an integrated GPU: counted, not offered")
         return [None]
     label = type_label(model, TYPE_LABELS, ("Graphics",), "Intel")

@@ -54,7 +54,7 @@ JETSON = (r"\b(Orin|Thor|Xavier)\b", r"Jetson-\1")  # NVML's "Orin (nvgpu)", a b
 TYPE_LABELS = ((r"\bRTX PRO (\d+)\b", r"RTX-PRO-\1"), (rf"\b({MODELS})\b", r"\1"), JETSON)
 # "... MIG 1g.5gb" -> "A100-1g.5gb"; compute-instance profiles ("1c.3g.40gb") and media or
 # graphics options ("1g.10gb+me", "1g.24gb-me", "+gfx") are other profiles, kept whole.
-MIG_PROFILE = re.compile(r"(?<![\w.])(?:\d+c\.)?\d+g\.\d+gb(?:[+-][a-z]+(?:\.[a-z]+)?)*", re.I)
+MIG_PROFILE = r"(?i)(?<![\w.])(?:\d+c\.)?\d+g\.\d+gb(?:[+-][a-z]+(?:\.[a-z]+)?)*"
 NVML_ABSENT = ("NVMLError_LibraryNotFound", "NVMLError_DriverNotLoaded")  # no stack: info
 # The documented query plus the MIG mode, so that a MIG-enabled GPU is never offered whole.
 QUERY = "index,uuid,name,memory.total,pci.bus_id,mig.mode.current"
@@ -166,7 +166,7 @@ def mig_instance(nvml: Any, handle: object, slot: int, parent: Device) -> list[D
             "warning",
         )
         return []
-    found = MIG_PROFILE.search(name or "")
+    found = re.search(MIG_PROFILE, name or "")
     label = f"{parent.type_label}-{found[0]}" if found else parent.type_label
     changes = {"id": uuid, "uuid": uuid, "model": name, "memory_bytes": memory, "type_label": label}
     return [parent.replace(index=None, parent=parent.id, **changes)]

@@ -24,8 +24,8 @@ from typing import Optional
 
 __all__ = ["cuda_ids", "names_uuid"]
 
-ORDINAL = re.compile(r"[ \t\n\v\f\r]*\+?([0-9]+)", re.ASCII)  # strtol's prefix; the rest ignored
-UUID = re.compile(r"(?:GPU|MIG)-[0-9a-z/-]+", re.ASCII | re.IGNORECASE)
+ORDINAL = r"(?a)[ \t\n\v\f\r]*\+?([0-9]+)"  # strtol's prefix; the rest ignored
+UUID = r"(?ai)(?:GPU|MIG)-[0-9a-z/-]+"
 LONGEST_ORDINAL = 18  # digits; a longer number names no GPU (strtol would clamp it, CUDA stop)
 
 
@@ -57,11 +57,11 @@ def cuda_ids(value: Optional[str]) -> Optional[list[str]]:
 def read_token(token: str) -> Optional[str]:
     """One token as CUDA reads it: an ordinal in plain decimal, a UUID (prefix) as written, or
     None where CUDA stops reading."""
-    ordinal = ORDINAL.match(token)
+    ordinal = re.match(ORDINAL, token)
     if ordinal:
         digits = ordinal[1].lstrip("0") or "0"
         return digits if len(digits) <= LONGEST_ORDINAL else None
-    return token if UUID.fullmatch(token) else None
+    return token if re.fullmatch(UUID, token) else None
 
 
 def names_uuid(token: str, uuid: Optional[str]) -> bool:

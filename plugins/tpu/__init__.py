@@ -48,7 +48,7 @@ PROCESSING_ACCELERATOR = 0x12
 # PCI device id -> generation as Cloud TPU accelerator types spell it (v5e is "v5litepod").
 GENERATIONS = {0x005E: "v4", 0x0062: "v5p", 0x0063: "v5litepod", 0x006F: "v6e", 0x0076: "v7x"}
 V2_V3, V2_V3_SUBSYSTEMS = 0x0027, {0x004E: "v2", 0x004F: "v3"}  # told apart by subsystem id
-POD_TYPE = re.compile(r"(?:v|tpu)(\d+[a-z]*)-(\d+)")  # "v6e-16"; Ironwood spells "tpu7x-16"
+POD_TYPE = r"(?:v|tpu)(\d+[a-z]*)-(\d+)"  # "v6e-16"; Ironwood spells "tpu7x-16"
 POD_LABELS = {"topology": "TPU_TOPOLOGY", "worker-id": "TPU_WORKER_ID", "slice-name": "TPU_NAME"}
 POD_VARS = ("TPU_ACCELERATOR_TYPE", *POD_LABELS.values())
 
@@ -195,7 +195,7 @@ def _chips_per_host(env: Mapping[str, str], counted: int) -> int:
 def _pod_type(env: Mapping[str, str]) -> Optional[tuple[str, int]]:
     """(generation, suffix) of ``TPU_ACCELERATOR_TYPE``, e.g. ("v6e", 16); "tpu7x" reads "v7x"."""
     raw = env.get("TPU_ACCELERATOR_TYPE", "").strip().lower()
-    match = POD_TYPE.fullmatch(raw)
+    match = re.fullmatch(POD_TYPE, raw)
     if raw and not match:
         note(f"TPU_ACCELERATOR_TYPE={raw!r} is not a pod type like v6e-16; ignored", "warning")
     return (f"v{match[1]}", int(match[2])) if match else None

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 __all__ = ["TPU_GENERATIONS", "TpuGeneration", "TpuSlice", "generation_named", "tpu_slice"]
 
 
-@dataclass(frozen=True)
-class TpuGeneration:
+class TpuGeneration(NamedTuple):
     """A TPU generation's shapes: topology dimensions, TensorCores a chip, chips a host."""
 
     name: str
@@ -57,8 +55,7 @@ ALIASES = {"v5e": "v5litepod", "tpu7x": "v7x", "ironwood": "v7x", "trillium": "v
 CHIPS_PER_HOST = 4
 
 
-@dataclass(frozen=True)
-class TpuSlice:
+class TpuSlice(NamedTuple):
     """One TPU slice: how many chips and hosts, and its pod type."""
 
     generation: str

@@ -357,3 +357,24 @@ def test_the_ledger_file_matches_its_documented_schema(
         schema = json.loads((schemas / f"{name}.schema.json").read_text())
         jsonschema.Draft202012Validator(schema).validate(document)
     assert held is not None and data["queue"][0]["wants"] == "GPU=2"
+
+
+@pytest.mark.parametrize("variable", ["TMPDIR", "TEMP", "TMP", None])
+def test_the_default_ledger_lives_where_tempfile_would_put_it(
+    variable: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``temp_directory`` stands in for ``tempfile.gettempdir()`` (kept off ``accelkit run``'s
+    start-up): both must name one directory, or two accelkit versions would keep two ledgers."""
+    import tempfile
+
+    from accelkit.ledger._file import default_path, temp_directory
+
+    for name in ("TMPDIR", "TEMP", "TMP", "XDG_RUNTIME_DIR", "ACCELKIT_LEDGER", "ACCELKIT_GRANT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "missing"))  # skipped by both: no such directory
+    if variable is not None:
+        monkeypatch.setenv(variable, str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # tempfile's own cache of its answer
+    assert temp_directory() == tempfile.gettempdir()
+    expected = Path(tempfile.gettempdir()) / f"accelkit-{os.getuid()}" / "ledger.json"
+    assert default_path() == (expected, True)

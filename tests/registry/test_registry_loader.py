@@ -555,3 +555,35 @@ def test_each_distribution_s_metadata_is_read_once(site: FakeSite) -> None:
         ("two-dist", "1.0")
     ] * 2
     assert reads == ["two-dist"]
+
+
+def test_the_registry_plugin_manager_finds_what_pluggy_finds() -> None:
+    """Ruling out a module's plain names early (a start-up cut) must not lose a hook: every
+    built-in, a module holding a bound method as its hook, and a plugin object register the same
+    implementations as with pluggy's own manager."""
+    import importlib
+    import types
+
+    import pluggy
+    from accelkit import hookimpl, hookspecs
+    from accelkit.registry._loading import BUILTIN_PLUGINS, PluginManager
+
+    class Labels:
+        @hookimpl
+        def accelkit_node_labels(self, node: object) -> dict[str, str]:
+            return {}
+
+    bound = types.ModuleType("bound_hook")
+    bound.accelkit_node_labels = Labels().accelkit_node_labels  # type: ignore[attr-defined]
+    bound.CONSTANT = 3  # type: ignore[attr-defined]
+    plugins = [importlib.import_module(m) for m in BUILTIN_PLUGINS] + [bound, Labels()]
+
+    def implemented(manager: pluggy.PluginManager) -> list[list[str]]:
+        manager.add_hookspecs(hookspecs)
+        for plugin in plugins:
+            manager.register(plugin)
+        return [sorted(c.name for c in manager.get_hookcallers(p) or []) for p in plugins]
+
+    ours = implemented(PluginManager(hookspecs.PROJECT))
+    assert ours == implemented(pluggy.PluginManager(hookspecs.PROJECT))
+    assert ours[0] == ["accelkit_register_managers"] and ours[-2:] == [["accelkit_node_labels"]] * 2

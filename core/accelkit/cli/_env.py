@@ -44,7 +44,7 @@ FAILURE_LINE = "false"
 TYPE_OPTION = "accelerator_type"
 """``-r accelerator_type=H100`` asks for a type, like ``acquire(..., accelerator_type="H100")``."""
 
-_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SHELL_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 
 
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:
@@ -165,7 +165,7 @@ def shell_lines(env: dict[str, Optional[str]]) -> str:
     A name that is not a shell variable name raises ``ValueError`` rather than printing a line
     that ``eval`` would run as something else.
     """
-    bad = [name for name in env if not _SHELL_NAME.fullmatch(name)]
+    bad = [name for name in env if not re.fullmatch(_SHELL_NAME, name)]
     if bad:
         raise ValueError(f"cannot print {bad!r} as shell variables; use --json")
     return "".join(

@@ -25,7 +25,8 @@ from accelkit.cli._common import (
 )
 
 if TYPE_CHECKING:
-    from accelkit.ledger._ledger import Holding, Ledger, LedgerView
+    from accelkit.ledger._ledger import Ledger
+    from accelkit.ledger._views import Holding, LedgerView
 
 STEP = "\\_ "
 """What marks a step under its grant in the PID column (as ``ps f`` marks a child)."""

@@ -32,7 +32,8 @@ from accelkit.cli._common import (
 from accelkit.cli._env import parse_request
 
 if TYPE_CHECKING:
-    from accelkit.ledger._ledger import Ledger, LedgerView
+    from accelkit.ledger._ledger import Ledger
+    from accelkit.ledger._views import LedgerView
     from accelkit.schedule._grant import Grant
 
 EXIT_BUSY = 75

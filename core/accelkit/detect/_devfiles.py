@@ -11,7 +11,7 @@ TPU plugin does; any accelerator under the kernel's accel subsystem or behind VF
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from accelkit._visibility import is_index
 from accelkit.detect._layers import PciDevice, pci_device_at
@@ -23,8 +23,7 @@ ACCEL_CLASS = "/sys/class/accel"
 IOMMU_GROUPS = "/sys/kernel/iommu_groups"
 
 
-@dataclass(frozen=True)
-class DeviceFile:
+class DeviceFile(NamedTuple):
     """A device file a process opens, and the PCI function that backs it."""
 
     path: str

@@ -36,8 +36,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-_TRADEMARKS = re.compile(r"\((?:R|TM|C)\)|[®™]", re.IGNORECASE)
-_NOT_LABEL = re.compile(r"[^A-Za-z0-9.]+")
+_TRADEMARKS = r"(?i)\((?:R|TM|C)\)|[®™]"
+_NOT_LABEL = r"[^A-Za-z0-9.]+"
 
 
 @contextlib.contextmanager
@@ -172,8 +172,8 @@ def sanitize_label(
     characters outside ``[A-Za-z0-9.]`` becomes one ``-``; ``prefix`` is added when missing.
     """
     dropped = set(drop)
-    words = [w for w in _TRADEMARKS.sub(" ", text or "").split() if w not in dropped]
-    label = _NOT_LABEL.sub("-", " ".join(words)).strip("-.")
+    words = [w for w in re.sub(_TRADEMARKS, " ", text or "").split() if w not in dropped]
+    label = re.sub(_NOT_LABEL, "-", " ".join(words)).strip("-.")
     if not label:
         return None
     if prefix and not label.lower().startswith(prefix.lower()):

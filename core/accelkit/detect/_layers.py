@@ -18,9 +18,8 @@ import json
 import posixpath
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from accelkit._stdout import stdout_captured
 from accelkit.detect._bounds import MAX_OUTPUT, bounded, lines
@@ -50,9 +49,7 @@ __all__ = [
 Layer = Callable[[Host], Optional[list[Device]]]
 """A detection layer: the devices it sees, or None when its source is not there."""
 
-_BUS_ID = re.compile(
-    r"^(?:([0-9a-f]{1,8}):)?([0-9a-f]{1,2}):([0-9a-f]{1,2})\.([0-7])$", re.IGNORECASE
-)
+_BUS_ID = r"(?i)^(?:([0-9a-f]{1,8}):)?([0-9a-f]{1,2}):([0-9a-f]{1,2})\.([0-7])$"
 _NOT_AVAILABLE = ("", "N/A", "[N/A]", "n/a", "-")
 
 
@@ -104,7 +101,7 @@ def normalise_bus_id(value: object) -> Optional[str]:
     """A PCI bus id as sysfs names it (``0000:17:00.0``) from any tool's spelling: NVML's
     ``00000000:17:00.0``, neuron-ls's ``17:00.0``, upper case, ``bytes``; None if unreadable."""
     text = value.decode(errors="replace") if isinstance(value, bytes) else value
-    found = _BUS_ID.match(text.strip()) if isinstance(text, str) else None
+    found = re.match(_BUS_ID, text.strip()) if isinstance(text, str) else None
     if found is None:
         return None
     domain, bus, slot, function = found.groups()
@@ -287,8 +284,7 @@ def read_int(host: Host, path: str, base: int = 0) -> Optional[int]:
         return None
 
 
-@dataclass(frozen=True)
-class PciDevice:
+class PciDevice(NamedTuple):
     """A PCI function as sysfs shows it, with the facts device plugins need."""
 
     bus_id: str

@@ -21,7 +21,7 @@ __all__ = [
     "parse_memory",
 ]
 
-_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B)?\s*$", re.IGNORECASE)
+_MEMORY = r"(?i)^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B)?\s*$"
 _MEMORY_UNITS = {
     "b": 1,
     "kib": 1 << 10,
@@ -70,7 +70,7 @@ def parse_memory(text: Optional[str], default_unit: str = "MiB") -> Optional[int
 
     ``KiB``/``MiB``/... are binary, ``KB``/``MB``/... decimal; a bare number is in ``default_unit``.
     """
-    match = _MEMORY.match(text or "")
+    match = re.match(_MEMORY, text or "")
     if match is None:
         return None
     unit = (match.group(2) or default_unit).lower()

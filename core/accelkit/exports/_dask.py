@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 __all__ = ["to_dask"]
 
-_UNSAFE = re.compile(r"[\s=,\"$`\\]")
+_UNSAFE = r"[\s=,\"$`\\]"
 """What breaks ``NAME=VALUE`` pairs (dask splits on spaces, commas and ``=``) or the quoting."""
 
 
@@ -22,7 +22,7 @@ def to_dask(node: Node) -> str:
     Dask applies ``--resources`` to each worker process, so this describes a node served by one
     worker; ``accelkit dask-worker`` starts one worker per device with its own share instead.
     """
-    bad = [name for name in node.resources if _UNSAFE.search(name)]
+    bad = [name for name in node.resources if re.search(_UNSAFE, name)]
     if bad:
         raise ValueError(f"resource names dask cannot read as NAME=VALUE pairs: {bad}")
     pairs = " ".join(f"{name}={number(value)}" for name, value in node.resources.items())

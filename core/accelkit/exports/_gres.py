@@ -35,7 +35,7 @@ SLURM_ENV_FLAGS = {
 }
 """SLURM's ``gres.conf`` environment flags, by the variable each makes SLURM set."""
 
-_NOT_A_WORD = re.compile(r"[^a-z0-9_.\-]")
+_NOT_A_WORD = r"[^a-z0-9_.\-]"
 """SLURM reads ``Name``/``Type`` up to ``:``, ``,``, ``=`` or a blank: keep to safe characters."""
 
 
@@ -83,7 +83,7 @@ def to_gres(node: Node) -> str:
 
 def _word(text: str) -> str:
     """``"H100"`` -> ``"h100"``; characters SLURM would split on become ``-``."""
-    return _NOT_A_WORD.sub("-", text.lower())
+    return re.sub(_NOT_A_WORD, "-", text.lower())
 
 
 def _files(template: Optional[str], devices: Sequence[Device]) -> Optional[str]:

@@ -14,13 +14,13 @@ from collections.abc import Mapping
 __all__ = ["label_name", "label_value", "relabel"]
 
 MAX_NAME = 63
-_OUTSIDE = re.compile(r"[^A-Za-z0-9_.\-]")
-_EDGES = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
+_OUTSIDE = r"[^A-Za-z0-9_.\-]"
+_EDGES = r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$"
 
 
 def label_value(text: str) -> str:
     """``text`` in label-value syntax (possibly empty, which a label value may be)."""
-    return _EDGES.sub("", _OUTSIDE.sub("-", text)[:MAX_NAME])
+    return re.sub(_EDGES, "", re.sub(_OUTSIDE, "-", text)[:MAX_NAME])
 
 
 def label_name(key: str) -> str:

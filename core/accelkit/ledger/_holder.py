@@ -9,9 +9,8 @@ keeps and a reused pid does not share. Machines without ``/proc`` fall back to t
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from functools import cache
-from typing import Optional
+from typing import NamedTuple, Optional
 
 __all__ = ["Holder", "boot_id"]
 
@@ -22,8 +21,7 @@ _GONE_STATES = ("Z", "X")
 """A zombie (exited, not yet reaped) or dead task holds nothing any more."""
 
 
-@dataclass(frozen=True)
-class Holder:
+class Holder(NamedTuple):
     """A process by pid and start time (0 where the start time cannot be read)."""
 
     pid: int

@@ -28,8 +28,6 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from accelkit.errors import InvalidRequest, LedgerError
@@ -60,56 +58,15 @@ from accelkit.schedule._grant import Grant
 if TYPE_CHECKING:
     from accelkit.device import Device
     from accelkit.host import Host
+    from accelkit.ledger._views import Holding, LedgerView, WaitReporter
     from accelkit.node._record import Node
     from accelkit.registry import Registry
 
-__all__ = ["Holding", "Ledger", "LedgerView", "Waiting"]
+__all__ = ["Ledger"]
 
 _FIRST_POLL = 0.002
 _LAST_POLL = 0.1
 """A waiter looks again after 2 ms, doubling up to every 100 ms while it waits."""
-
-
-@dataclass(frozen=True)
-class Holding:
-    """A live grant and the process holding it, since ``since`` (epoch seconds); the uid that
-    took it (None when the ledger did not record it), the grant it is a step of (None: a grant
-    of the node), and the holder's note, if it gave one."""
-
-    grant: Grant
-    holder: Holder
-    since: float
-    user: Optional[int] = None
-    parent: Optional[int] = None
-    note: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class Waiting:
-    """A request waiting its turn: ``ticket`` is its place in arrival order; ``parent`` the
-    grant it waits to take a step of (None: the node)."""
-
-    ticket: int
-    holder: Holder
-    wants: str
-    since: float
-    user: Optional[int] = None
-    parent: Optional[int] = None
-
-
-@dataclass(frozen=True)
-class LedgerView:
-    """What the ledger holds at one moment: live grants and waiting requests, in order."""
-
-    path: Path
-    node: Optional[str]
-    holdings: tuple[Holding, ...]
-    waiting: tuple[Waiting, ...]
-
-
-WaitReporter = Callable[[LedgerView], None]
-"""Told once, when a request starts to wait, what it waits for: the holders, and the requests
-ahead of it (``accelkit run`` prints it)."""
 
 
 class Ledger:
@@ -456,6 +413,8 @@ class Ledger:
     def _view(self, state: LedgerState, before: Optional[int] = None) -> LedgerView:
         """The state as a view; ``before``: only the tickets ahead of that one in its queue (the
         node's, or one grant's steps)."""
+        from accelkit.ledger._views import Holding, LedgerView, Waiting
+
         holdings = tuple(
             Holding(self._grant(r), r.holder, r.since, r.user, r.parent, r.note)
             for r in state.grants

@@ -17,8 +17,7 @@ serve does.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from accelkit.errors import Unsatisfiable
 from accelkit.ledger._identity import DeviceKey, Restriction, allocatable
@@ -35,8 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["Scope", "acquire_in", "describe", "grant_text", "step_scope", "visible_scope"]
 
 
-@dataclass(frozen=True)
-class Scope:
+class Scope(NamedTuple):
     """Units each device offers (``devices``), units of each plain resource (``plain``; a name
     left out offers the node's whole capacity), what it is (for messages), and the grant whose
     steps take from it (None: the node's level)."""

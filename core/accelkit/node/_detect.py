@@ -85,7 +85,6 @@ def detect_node(
             Family(working_copy(m), HostView(host, variables_read(m)), origin=m) for m in managers
         ],
         wanted=wanted,
-        exclusions={},
     )
     state.exclusions = read_exclusions(env, managers, state.diagnostics)
     for _name, step in STEPS:
@@ -119,7 +118,7 @@ class _FamilyRun:
         self.family = family
         self.notes: list[Diagnostic] = []
         self.devices: Optional[list[Device]] = None
-        self.key = ("detect", id(family.origin or family.manager))
+        self.key = ("detect", id(family.origin))
         self.refused = deadlines.running(self.key)
         self.task = deadlines.Task(self._work, f"{family.manager.name} detect()")
 
@@ -217,7 +216,7 @@ def _detect(manager: AcceleratorManager, host: Host) -> list[Device]:
     return devices
 
 
-_NOT_IN_A_LABEL = re.compile(r"[\s,=\"'`$\\]")
+_NOT_IN_A_LABEL = r"[\s,=\"'`$\\]"
 """What a type label must not hold: the node resource ``accelerator_type:<label>`` is a name
 requests give (no blanks), and ``ray start --resources`` and ``dask worker --resources
 "NAME=VALUE ..."`` carry it (no blanks, commas, ``=``, quotes, ``$`` or backslashes)."""
@@ -231,7 +230,7 @@ def _resource_label(label: Optional[str]) -> Optional[str]:
     whereas ``"Acme X1"`` kept would make a resource no request can name, and make
     ``to_ray``/``to_dask`` fail for the whole node.
     """
-    if label is None or (label.isprintable() and not _NOT_IN_A_LABEL.search(label)):
+    if label is None or (label.isprintable() and not re.search(_NOT_IN_A_LABEL, label)):
         return label
     safe = sanitize_label(label)
     done = f"using {safe!r}" if safe else "dropping it"

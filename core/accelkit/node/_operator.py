@@ -180,7 +180,7 @@ def _apply_overrides(
 def _resize(owners: list[Family], override: Override, sink: list[Diagnostic]) -> None:
     """Keep the first N devices of a resource across its families, or add logical ones."""
     have = sum(len(f.devices) for f in owners)
-    target = override.count
+    target = override.device_count
     if target <= have:
         left = target
         for family in owners:

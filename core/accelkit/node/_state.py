@@ -7,8 +7,7 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from accelkit._faults import PLUGIN_FAULTS
 from accelkit.device import Device
@@ -28,38 +27,50 @@ NODE_FAMILY = "accelkit"
 """The ``family`` of diagnostics about the node's configuration rather than one family."""
 
 
-@dataclass(frozen=True)
-class Override:
+class Override(NamedTuple):
     """One requested resource quantity and where it was asked for (for error messages)."""
 
     units: int
     source: str
 
     @property
-    def count(self) -> int:
+    def device_count(self) -> int:
         return self.units // UNIT
 
 
-@dataclass
 class Family:
     """A family's devices while :func:`~accelkit.node.detect_node` works on them."""
 
-    manager: AcceleratorManager
-    """This detection's own copy of the family's manager (:func:`working_copy`): what its
-    ``detect()`` records about the machine (Neuron's sizes for the generation it found) stays
-    with this node, whatever other detections run at the same time."""
-    host: Host
-    """The family's view of the host: only the variables its manager declares."""
-    origin: Optional[AcceleratorManager] = None
-    """The registry's manager the copy was made from (the key of a hung ``detect()``)."""
-    detected: list[Device] = field(default_factory=list)
-    """What ``detect()`` found (partition parents left out): the node's ``detected`` count."""
-    devices: list[Device] = field(default_factory=list)
-    tokens: Optional[list[str]] = None
-    """What the family's visibility variable names; None when it is unset."""
-    restriction: Optional[str] = None
-    """``VAR='value'`` of the visibility variable that restricts the family, None when free."""
-    excluded: list[Device] = field(default_factory=list)
+    __slots__ = (
+        "detected",
+        "devices",
+        "excluded",
+        "host",
+        "manager",
+        "origin",
+        "restriction",
+        "tokens",
+    )
+
+    def __init__(self, manager: AcceleratorManager, host: Host, origin: AcceleratorManager) -> None:
+        self.manager = manager
+        """This detection's own copy of the family's manager (:func:`working_copy`): what its
+        ``detect()`` records about the machine (Neuron's sizes for the generation it found)
+        stays with this node, whatever other detections run at the same time."""
+        self.host = host
+        """The family's view of the host: only the variables its manager declares."""
+        self.origin = origin
+        """The registry's manager the copy was made from (the key of a hung ``detect()``)."""
+        self.detected: list[Device] = []
+        """What ``detect()`` found (partition parents left out): the node's ``detected``
+        count."""
+        self.devices: list[Device] = []
+        self.tokens: Optional[list[str]] = None
+        """What the family's visibility variable names; None when it is unset."""
+        self.restriction: Optional[str] = None
+        """``VAR='value'`` of the visibility variable that restricts the family, None when
+        free."""
+        self.excluded: list[Device] = []
 
 
 def working_copy(manager: AcceleratorManager) -> AcceleratorManager:
@@ -73,21 +84,42 @@ def working_copy(manager: AcceleratorManager) -> AcceleratorManager:
         return manager
 
 
-@dataclass
 class Detection:
     """A node being built: what the steps read and change, in
     :data:`~accelkit.node._detect.STEPS` order."""
 
-    registry: Registry
-    env: Mapping[str, str]
-    budgets: Budgets
-    label_prefix: str
-    families: list[Family]
-    wanted: dict[str, Override]
-    exclusions: dict[str, list[str]]
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    plain: dict[str, Override] = field(default_factory=dict)
-    node: Node = field(default_factory=Node)
+    __slots__ = (
+        "budgets",
+        "diagnostics",
+        "env",
+        "exclusions",
+        "families",
+        "label_prefix",
+        "node",
+        "plain",
+        "registry",
+        "wanted",
+    )
+
+    def __init__(
+        self,
+        registry: Registry,
+        env: Mapping[str, str],
+        budgets: Budgets,
+        label_prefix: str,
+        families: list[Family],
+        wanted: dict[str, Override],
+    ) -> None:
+        self.registry = registry
+        self.env = env
+        self.budgets = budgets
+        self.label_prefix = label_prefix
+        self.families = families
+        self.wanted = wanted
+        self.exclusions: dict[str, list[str]] = {}
+        self.diagnostics: list[Diagnostic] = []
+        self.plain: dict[str, Override] = {}
+        self.node = Node()
 
     @contextlib.contextmanager
     def noting(self, family: Family) -> Iterator[None]:

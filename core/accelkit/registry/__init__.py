@@ -63,6 +63,7 @@ from accelkit.registry._contract import (
 from accelkit.registry._loading import (
     BUILTIN_PLUGINS,
     EntryPoints,
+    PluginManager,
     builtin_plugins,
     given_plugins,
     installed_entry_points,
@@ -277,7 +278,7 @@ class Registry:
             return self._state
 
     def _load(self, settings: Settings) -> _Loaded:
-        pm = pluggy.PluginManager(hookspecs.PROJECT)
+        pm = PluginManager(hookspecs.PROJECT)
         pm.add_hookspecs(hookspecs)
         plugins = builtin_plugins() if self._given is None else given_plugins(self._given)
         if settings.trace:

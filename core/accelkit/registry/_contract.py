@@ -32,8 +32,8 @@ __all__ = [
     "version_1_note",
 ]
 
-_FAMILY = re.compile(r"^[a-z][a-z0-9_]*$")
-_RESOURCE = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]*$")
+_FAMILY = r"^[a-z][a-z0-9_]*$"
+_RESOURCE = r"^[A-Za-z][A-Za-z0-9_.\-]*$"
 
 VERSION_1_ATTRIBUTES: dict[str, str] = {
     "allowed_quantities": "scheduling.allowed_quantities",
@@ -87,10 +87,10 @@ def contract_errors(manager: AcceleratorManager) -> list[str]:
     cls = type(manager).__name__
     errors: list[str] = []
     name = getattr(manager, "name", None)
-    if not isinstance(name, str) or not _FAMILY.match(name):
+    if not isinstance(name, str) or not re.match(_FAMILY, name):
         errors.append(f"{cls}.name must be a lowercase identifier like 'nvidia', got {name!r}")
     resource = getattr(manager, "resource_name", None)
-    if not isinstance(resource, str) or not _RESOURCE.match(resource):
+    if not isinstance(resource, str) or not re.match(_RESOURCE, resource):
         errors.append(f"{cls}.resource_name must be a name like 'GPU', got {resource!r}")
     elif resource.startswith(ACCELERATOR_TYPE_PREFIX.rstrip(":")):
         errors.append(f"{cls}.resource_name {resource!r} collides with accelerator_type:")

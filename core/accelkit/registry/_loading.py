@@ -16,6 +16,7 @@ import functools
 import importlib
 import reprlib
 from collections.abc import Iterable, Mapping
+from types import FunctionType, MethodType, ModuleType
 from typing import Any, Callable, Optional
 
 import pluggy
@@ -32,6 +33,7 @@ from accelkit.registry._sites import only_builtin_entry_points
 __all__ = [
     "BUILTIN_PLUGINS",
     "EntryPoints",
+    "PluginManager",
     "builtin_plugins",
     "given_plugins",
     "load",
@@ -52,6 +54,25 @@ BUILTIN_PLUGINS = (
 
 EntryPoints = Callable[[], Iterable[Any]]
 """Where third-party plugins are listed: a callable returning entry points of group accelkit."""
+
+
+class PluginManager(pluggy.PluginManager):
+    """pluggy's manager, ruling out a plugin module's plain names before pluggy inspects them.
+
+    pluggy registers a plugin by looking up every name in ``dir(plugin)`` with
+    ``inspect.getattr_static``. A plugin module's names are mostly its imports and constants
+    (about 55 in a built-in), and ruling them out one by one cost every start-up 2 ms. In a
+    module only a function (or a bound method) can carry ``@hookimpl``, so every other name is
+    skipped here; those, and every name of a plugin object that is not a module, go through
+    pluggy's own check (``parse_hookimpl_opts`` is pluggy's documented hook for this).
+    """
+
+    def parse_hookimpl_opts(self, plugin: object, name: str) -> Optional[pluggy.HookimplOpts]:
+        if isinstance(plugin, ModuleType):
+            value = vars(plugin).get(name)
+            if not isinstance(value, (FunctionType, MethodType)):
+                return None
+        return super().parse_hookimpl_opts(plugin, name)
 
 
 def installed_entry_points() -> list[Any]:

@@ -6,8 +6,8 @@ import dataclasses
 import sys
 import warnings
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Literal, Optional
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple, Optional
 
 from accelkit._settings import flag, names
 from accelkit.errors import PluginWarning
@@ -87,8 +87,7 @@ def autoload_enabled(env: Mapping[str, str]) -> bool:
     return not flag(env, AUTOLOAD_OFF_VAR)
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(NamedTuple):
     """The operator's switches, read once when a registry loads."""
 
     disabled: frozenset[str]
@@ -108,15 +107,17 @@ class Settings:
         )
 
 
-@dataclass
 class LoadedPlugin:
     """A plugin while it is loaded: its record, the object pluggy holds, and its managers."""
 
-    info: PluginInfo
-    load: Callable[[], object]
-    obj: object = None
-    impls: dict[str, pluggy.HookImpl] = field(default_factory=dict)
-    managers: list[AcceleratorManager] = field(default_factory=list)
+    __slots__ = ("impls", "info", "load", "managers", "obj")
+
+    def __init__(self, info: PluginInfo, load: Callable[[], object]) -> None:
+        self.info = info
+        self.load = load
+        self.obj: object = None
+        self.impls: dict[str, pluggy.HookImpl] = {}
+        self.managers: list[AcceleratorManager] = []
 
     def fail(self, status: Status, error: str) -> None:
         """Take the plugin out of use, saying why."""
