@@ -177,3 +177,26 @@ def test_ls_verbose_explains_computed_facts(
     assert code == 0 and explained in out
     _, quiet, _ = cli(capsys, "ls", "--host", str(NODES / node))
     assert explained not in quiet
+
+
+def test_the_script_exits_with_mains_code_and_frozen_objects() -> None:
+    """The ``accelkit`` script is :func:`accelkit.cli.script`: main's exit code, with every
+    object frozen out of the last garbage collection (a start-up cut); atexit handlers still
+    run. ``main`` itself, which callers run in-process, leaves the collector alone."""
+    from accelkit._distributions import metadata
+
+    (entry,) = metadata.entry_points(group="console_scripts", name="accelkit")
+    assert entry.value == "accelkit.cli:script"
+    node = Path(__file__).resolve().parents[2] / "examples" / "nodes" / "nvidia-h100-8gpu"
+    code = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0, file=sys.stderr))\n"
+        "from accelkit.cli import main, script\n"
+        "main(['resources', '--host', sys.argv[1]])\n"
+        "print('after main', gc.get_freeze_count(), file=sys.stderr)\n"
+        "sys.argv[1:] = ['env', '--host', sys.argv[1], '-r', 'NOSUCH=1']\n"
+        "script()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(node)], capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert "after main 0\n" in done.stderr and done.stderr.endswith("frozen True\n")

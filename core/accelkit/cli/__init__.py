@@ -12,6 +12,7 @@ terminal.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
@@ -19,7 +20,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any, NoReturn, Optional
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "describe", "main", "printable"]
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "describe", "main", "printable", "script"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -116,8 +117,24 @@ def _terminal_columns() -> int:
     return columns if columns > 0 else 80
 
 
+def script() -> NoReturn:
+    """The ``accelkit`` command (and ``python -m accelkit.cli``): :func:`main`, then exit.
+
+    The process ends right after the verb, and frees its memory whole; the interpreter's
+    teardown would still walk every object accelkit and the plugins made in a last garbage
+    collection, about 8 ms, a quarter of what ``accelkit ls`` costs beyond the modules it
+    imports. So the objects are frozen out of the collector first (``gc.freeze``); destructors,
+    ``atexit`` handlers and the final flushes run as before. :func:`main` leaves the collector
+    alone, for callers that go on running.
+    """
+    code = main()
+    gc.freeze()
+    sys.exit(code)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point of the ``accelkit`` script; returns the exit code."""
+    """The command's work: run the verb ``argv`` names (default: ``sys.argv[1:]``) and return
+    the exit code."""
     words = sys.argv[1:] if argv is None else list(argv)
     failure_line = _failure_line(words)
     try:

@@ -1,7 +1,5 @@
 """``python -m accelkit.cli``."""
 
-import sys
+from accelkit.cli import script
 
-from accelkit.cli import main
-
-sys.exit(main())
+script()
