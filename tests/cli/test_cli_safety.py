@@ -180,10 +180,12 @@ def test_ls_verbose_explains_computed_facts(
 
 
 def test_the_script_exits_with_mains_code_and_frozen_objects() -> None:
-    """The ``accelkit`` script is :func:`accelkit.cli.script`: main's exit code, with every
-    object frozen out of the last garbage collection (a start-up cut); atexit handlers still
-    run. ``main`` itself, which callers run in-process, leaves the collector alone."""
+    """The ``accelkit`` script is :func:`accelkit.cli.script`: main's exit code, the command's
+    garbage-collector thresholds, and every object frozen out of the last collection (start-up
+    cuts); atexit handlers still run (last registered, first). ``main`` itself, which callers
+    run in-process, leaves the collector alone."""
     from accelkit._distributions import metadata
+    from accelkit.cli import COMMAND_GC_THRESHOLDS
 
     (entry,) = metadata.entry_points(group="console_scripts", name="accelkit")
     assert entry.value == "accelkit.cli:script"
@@ -191,6 +193,7 @@ def test_the_script_exits_with_mains_code_and_frozen_objects() -> None:
     code = (
         "import atexit, gc, sys\n"
         "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0, file=sys.stderr))\n"
+        "atexit.register(lambda: print('thresholds', gc.get_threshold(), file=sys.stderr))\n"
         "from accelkit.cli import main, script\n"
         "main(['resources', '--host', sys.argv[1]])\n"
         "print('after main', gc.get_freeze_count(), file=sys.stderr)\n"
@@ -199,4 +202,6 @@ def test_the_script_exits_with_mains_code_and_frozen_objects() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code, str(node)], capture_output=True, text=True)
     assert done.returncode == 2, done.stderr
-    assert "after main 0\n" in done.stderr and done.stderr.endswith("frozen True\n")
+    assert "after main 0\n" in done.stderr and done.stderr.endswith(
+        f"thresholds {COMMAND_GC_THRESHOLDS}\nfrozen True\n"
+    )
