@@ -62,15 +62,17 @@ class PluginManager(pluggy.PluginManager):
     pluggy registers a plugin by looking up every name in ``dir(plugin)`` with
     ``inspect.getattr_static``. A plugin module's names are mostly its imports and constants
     (about 55 in a built-in), and ruling them out one by one cost every start-up 2 ms. In a
-    module only a function (or a bound method) can carry ``@hookimpl``, so every other name is
-    skipped here; those, and every name of a plugin object that is not a module, go through
-    pluggy's own check (``parse_hookimpl_opts`` is pluggy's documented hook for this).
+    module only a function carrying ``@hookimpl``'s mark (or a bound method) can be a hook, so
+    every other name is skipped here; the rest, and every name of a plugin object that is not a
+    module, go through pluggy's own check (``parse_hookimpl_opts`` is pluggy's documented hook
+    for this).
     """
 
     def parse_hookimpl_opts(self, plugin: object, name: str) -> Optional[pluggy.HookimplOpts]:
         if isinstance(plugin, ModuleType):
             value = vars(plugin).get(name)
-            if not isinstance(value, (FunctionType, MethodType)):
+            marked = isinstance(value, FunctionType) and hasattr(value, f"{self.project_name}_impl")
+            if not (marked or isinstance(value, MethodType)):
                 return None
         return super().parse_hookimpl_opts(plugin, name)
 
