@@ -33,6 +33,7 @@ def read_metadata(
     another status than 200, or with nothing, is left out.
     """
     import http.client  # only for a family whose user opted in: it brings the email parser
+    import socket
     import urllib.parse
 
     address = urllib.parse.urlsplit(server)
@@ -54,7 +55,9 @@ def read_metadata(
             if response.status == 200 and body:
                 answered[key] = body
     except (OSError, http.client.HTTPException) as error:
-        reason = f"{type(error).__name__}: {error}".rstrip(": ")
+        # Python 3.9's socket.timeout is its own class, named "timeout"; TimeoutError from 3.10
+        kind = "TimeoutError" if isinstance(error, socket.timeout) else type(error).__name__
+        reason = f"{kind}: {error}".rstrip(": ")
         note(f"metadata server {server} gave no answer ({reason})", "warning")
     finally:
         connection.close()
