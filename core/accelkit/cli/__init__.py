@@ -126,6 +126,11 @@ def _terminal_columns() -> int:
     return columns if columns > 0 else 80
 
 
+COMMAND_GC_THRESHOLDS = (100_000, 50, 100)
+"""The ``accelkit`` command's ``gc.set_threshold``: young objects are collected once per 100,000
+allocations, not 700."""
+
+
 def script() -> NoReturn:
     """The ``accelkit`` command (and ``python -m accelkit.cli``): :func:`main`, then exit.
 
@@ -143,11 +148,6 @@ def script() -> NoReturn:
     code = main()
     gc.freeze()
     sys.exit(code)
-
-
-COMMAND_GC_THRESHOLDS = (100_000, 50, 100)
-"""The ``accelkit`` command's ``gc.set_threshold``: young objects are collected once per 100,000
-allocations, not 700."""
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
