@@ -21,6 +21,9 @@ memory high-water mark into the child's, so every command would weigh at least t
 - ``run``: ``accelkit run -r GPU=1 --host nvidia-h100-8gpu -- true`` on a ledger of its own in
   a temporary directory: detection of the recorded node, a grant taken in the ledger, ``exec``
   (Ray has no command of that kind);
+- ``ls --json, a vendor plugin``: the same command with the example plugin installed (its
+  package and a ``.dist-info`` declaring it on ``PYTHONPATH``): discovery reads third-party entry
+  points, and the plugin is imported and detects;
 - ``floor``: importing the standard modules and pluggy that accelkit's code is written with
   (:data:`FLOOR`), so the report shows how much of a ratio is accelkit's own.
 
@@ -51,9 +54,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 IN_NAMESPACE = "ACCELKIT_BENCH_NETNS"
 NODES = Path(__file__).resolve().parent.parent / "examples" / "nodes"
@@ -89,11 +92,11 @@ class Sample(NamedTuple):
     rss_kib: int
 
 
-def measure(argv: list[str]) -> Sample:
+def measure(argv: list[str], env: Mapping[str, str] = CHILD_ENV) -> Sample:
     """Wall time of one process running ``argv`` (its output discarded), and the peak RSS of that
     process alone, read in a second run under GNU time (see the module's docstring)."""
     start = time.perf_counter()
-    result = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=CHILD_ENV)
+    result = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     elapsed = time.perf_counter() - start
     if result.returncode != 0:
         raise SystemExit(f"{argv} failed ({result.returncode}): {result.stderr!r}")
@@ -101,7 +104,7 @@ def measure(argv: list[str]) -> Sample:
         [TIME, "-f", "%M", *argv],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        env=CHILD_ENV,
+        env=env,
         text=True,
         check=True,
     )
@@ -112,14 +115,20 @@ TIME = "/usr/bin/time"
 """GNU time: it reports ``ru_maxrss`` of the command it starts, a small C program's child."""
 
 
-def paired(commands: dict[str, list[str]], rounds: int) -> dict[str, Sample]:
-    """Median time and RSS of each command over ``rounds`` rounds of one run of each."""
-    for argv in commands.values():  # warm the file cache and bytecode first
-        measure(argv)
+def paired(
+    commands: dict[str, list[str]],
+    rounds: int,
+    envs: Optional[Mapping[str, Mapping[str, str]]] = None,
+) -> dict[str, Sample]:
+    """Median time and RSS of each command over ``rounds`` rounds of one run of each; a command
+    named in ``envs`` runs in that environment."""
+    envs = envs or {}
+    for name, argv in commands.items():  # warm the file cache and bytecode first
+        measure(argv, envs.get(name, CHILD_ENV))
     samples: dict[str, list[Sample]] = {name: [] for name in commands}
     for _ in range(rounds):
         for name, argv in commands.items():
-            samples[name].append(measure(argv))
+            samples[name].append(measure(argv, envs.get(name, CHILD_ENV)))
     return {
         name: Sample(
             statistics.median(s.seconds for s in runs),
@@ -140,7 +149,7 @@ def warm_in_process(function: Callable[[], object], repeat: int) -> float:
     return statistics.median(times)
 
 
-def process_figures(rounds: int, ledger: Path) -> dict[str, Sample]:
+def process_figures(rounds: int, scratch: Path) -> dict[str, Sample]:
     python = sys.executable
     accelkit = shutil.which("accelkit", path=str(Path(python).parent)) or "accelkit"
     return paired(
@@ -152,11 +161,29 @@ def process_figures(rounds: int, ledger: Path) -> dict[str, Sample]:
             "ray import+detect": [python, "-c", RAY_DETECT],
             "accelkit ls --json": [accelkit, "ls", "--json"],
             "ray ls --json": [python, "-c", RAY_LS],
-            "accelkit run": [accelkit, "run", *run_arguments(ledger)],
+            "accelkit ls --json, a vendor plugin": [accelkit, "ls", "--json"],
+            "accelkit run": [accelkit, "run", *run_arguments(scratch / LEDGER)],
             "floor": [python, "-c", FLOOR],
         },
         rounds,
+        {"accelkit ls --json, a vendor plugin": vendor_plugin_env(scratch / "site")},
     )
+
+
+LEDGER = "ledger.json"
+EXAMPLE_PLUGIN = NODES.parent / "accelkit-example" / "src"
+
+
+def vendor_plugin_env(site: Path) -> dict[str, str]:
+    """The environment of a machine with one vendor plugin installed: the example plugin's
+    package on the path, and the distribution ``pip install`` would write for it (discovery
+    finds third-party plugins through their entry points)."""
+    info = site / "accelkit_example-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    headers = "Metadata-Version: 2.1\nName: accelkit-example\nVersion: 0.1.0\n"
+    (info / "METADATA").write_text(headers)
+    (info / "entry_points.txt").write_text("[accelkit]\nacme = accelkit_example\n")
+    return {**CHILD_ENV, "PYTHONPATH": os.pathsep.join([str(site), str(EXAMPLE_PLUGIN)])}
 
 
 def run_arguments(ledger: Path) -> list[str]:
@@ -189,8 +216,8 @@ def node_figures(rounds: int) -> tuple[dict[str, Sample], dict[str, tuple[int, f
     return processes, in_process, ray_warm
 
 
-def report(rounds: int, node_rounds: int, ledger: Path) -> None:
-    figures = process_figures(rounds, ledger)
+def report(rounds: int, node_rounds: int, scratch: Path) -> None:
+    figures = process_figures(rounds, scratch)
     bare = figures["bare"]
     print(
         f"{rounds} paired rounds, medians; bare `python -c pass`: {bare.seconds * 1e3:.1f} ms, "
@@ -215,6 +242,12 @@ def report(rounds: int, node_rounds: int, ledger: Path) -> None:
         f"{'run (ms)':24}{run.seconds * 1e3:10.1f}{'-':>10}{run.seconds / bare.seconds:8.2f}"
         f"{'-':>8}\n{'run peak RSS (MiB)':24}{run.rss_kib / 1024:10.1f}{'-':>10}"
         f"{run.rss_kib / bare.rss_kib:8.2f}{'-':>8}"
+    )
+    vendor = figures["accelkit ls --json, a vendor plugin"]
+    print(
+        f"ls --json with the example vendor plugin installed: {vendor.seconds * 1e3:.1f} ms, "
+        f"{vendor.seconds / bare.seconds:.2f}x bare, {vendor.seconds / floor.seconds:.2f}x the "
+        f"floor, {vendor.seconds / figures['accelkit ls --json'].seconds:.2f}x without it"
     )
     checked["import_time"] = figures["accelkit import"].seconds / bare.seconds
     checked["ls_time"] = figures["accelkit ls --json"].seconds / bare.seconds
@@ -330,10 +363,9 @@ def main() -> None:
     if os.environ.get(IN_NAMESPACE) != "1":
         in_loopback_namespace(sys.argv[1:])
     with tempfile.TemporaryDirectory(prefix="accelkit-bench-") as scratch:
-        ledger = Path(scratch) / "ledger.json"
-        report(args.rounds, args.node_rounds, ledger)
+        report(args.rounds, args.node_rounds, Path(scratch))
         print_breakdown(["ls", "--json"])
-        print_breakdown(["run", *run_arguments(ledger)])
+        print_breakdown(["run", *run_arguments(Path(scratch) / LEDGER)])
 
 
 if __name__ == "__main__":

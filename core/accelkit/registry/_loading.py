@@ -28,7 +28,7 @@ from accelkit.manager import AcceleratorManager
 from accelkit.registry._calls import call_one
 from accelkit.registry._contract import adopt_version_1, contract_errors
 from accelkit.registry._records import LoadedPlugin, PluginInfo, Settings, warn
-from accelkit.registry._sites import only_builtin_entry_points
+from accelkit.registry._sites import SiteDistribution, site_entry_points
 
 __all__ = [
     "BUILTIN_PLUGINS",
@@ -78,10 +78,12 @@ class PluginManager(pluggy.PluginManager):
 
 
 def installed_entry_points() -> list[Any]:
-    """The installed distributions' entry points of group ``accelkit`` (none, without importing
-    ``importlib.metadata``, when only accelkit's own built-ins can be there)."""
-    if only_builtin_entry_points(hookspecs.ENTRY_POINT_GROUP, BUILTIN_PLUGINS):
-        return []
+    """The installed distributions' entry points of group ``accelkit``, read from ``sys.path``
+    without ``importlib.metadata`` wherever that reading is certain to agree with it
+    (``registry._sites``)."""
+    points = site_entry_points(hookspecs.ENTRY_POINT_GROUP)
+    if points is not None:
+        return points
     from accelkit._distributions import metadata
 
     return list(metadata.entry_points(group=hookspecs.ENTRY_POINT_GROUP))
@@ -162,8 +164,12 @@ class _DistOrigins:
         if dist is None:
             return (None, None)
         if id(dist) not in self._known:  # the distribution is kept, so its id stays its own
-            fields = dist.metadata
-            self._known[id(dist)] = (dist, fields.get("Name"), fields.get("Version"))
+            if isinstance(dist, SiteDistribution):
+                name, version = dist.name_and_version()
+            else:
+                fields = dist.metadata
+                name, version = fields.get("Name"), fields.get("Version")
+            self._known[id(dist)] = (dist, name, version)
         _, name, version = self._known[id(dist)]
         return (name, version)
 
