@@ -55,9 +55,10 @@ def host_from_args(args: argparse.Namespace) -> Host:
 
 
 def print_json(data: Any) -> None:
-    """Stable, readable JSON on stdout."""
-    json.dump(data, sys.stdout, indent=2, sort_keys=False)
-    sys.stdout.write("\n")
+    """Stable, readable JSON on stdout, written at once: ``json.dump`` writes each token on its
+    own (hundreds of system calls on an unbuffered stdout) and leaves half a document behind
+    when a value cannot be encoded."""
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
 Quantity = Union[float, "Fraction"]
