@@ -30,10 +30,14 @@ from hypothesis import strategies as st
 
 Reading = Optional[list[tuple[Any, ...]]]
 
+BACKPORT = sys.version_info < (3, 10)
+"""Discovery's ``importlib.metadata`` is then the ``importlib_metadata`` backport."""
+
 read_here = pytest.mark.skipif(
-    not hasattr(importlib.machinery.PathFinder, "find_distributions"),
-    reason="the importlib_metadata backport (Python 3.9) has taken distribution finding over "
-    "in this process, so discovery asks it; the fresh-interpreter test covers this version",
+    BACKPORT,
+    reason="on Python 3.9 discovery asks the importlib_metadata backport, which this session has "
+    "imported: it takes distribution finding over, so this reading is never made in-process here; "
+    "the fresh-interpreter test compares it with the backport",
 )
 
 
@@ -55,8 +59,15 @@ def standard_library() -> list[str]:
 
 @contextmanager
 def only_on_path(*directories: object) -> Iterator[None]:
-    """``directories`` as ``sys.path`` (then the standard library), with the standard finders."""
+    """``directories`` as ``sys.path`` (then the standard library), with the standard finders,
+    ``PathFinder`` listing distributions as the standard library defines it: the
+    ``importlib_metadata`` backport, once a library of this session has imported it, takes
+    that away."""
     saved_path, saved_finders = sys.path[:], sys.meta_path[:]
+    path_finder = importlib.machinery.PathFinder
+    restored = not BACKPORT and not hasattr(path_finder, "find_distributions")
+    if restored:
+        path_finder.find_distributions = staticmethod(stdlib_find_distributions)  # type: ignore[attr-defined]
     entries: list[Any] = [str(d) if isinstance(d, Path) else d for d in directories]
     sys.path[:] = entries + standard_library()
     sys.meta_path[:] = standard_finders()
@@ -64,6 +75,15 @@ def only_on_path(*directories: object) -> Iterator[None]:
         yield
     finally:
         sys.path[:], sys.meta_path[:] = saved_path, saved_finders
+        if restored:
+            del path_finder.find_distributions  # type: ignore[attr-defined]
+
+
+def stdlib_find_distributions(*args: Any, **kwargs: Any) -> Any:
+    """``PathFinder.find_distributions`` of the standard library (3.10 and later)."""
+    from importlib.metadata import MetadataPathFinder
+
+    return MetadataPathFinder.find_distributions(*args, **kwargs)
 
 
 @pytest.fixture
