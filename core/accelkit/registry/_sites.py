@@ -98,7 +98,7 @@ def site_entry_points(group: str) -> Optional[list[SiteEntryPoint]]:
     seen: set[str] = set()
     try:
         for entry in sys.path:
-            for name, info in _distributions(entry):
+            for name, info in _distributions_in(entry):
                 if name not in seen:  # the first distribution of a name hides the others
                     seen.add(name)
                     points += _entry_points(info, group)
@@ -107,7 +107,7 @@ def site_entry_points(group: str) -> Optional[list[SiteEntryPoint]]:
     return points
 
 
-def _distributions(entry: object) -> list[tuple[str, str]]:
+def _distributions_in(entry: object) -> list[tuple[str, str]]:
     """The normalised name and metadata folder of each distribution in one ``sys.path`` entry,
     grouped by name in listing order as ``importlib.metadata``'s ``Lookup`` groups them."""
     if not isinstance(entry, str) or entry.lower().endswith(".egg"):
