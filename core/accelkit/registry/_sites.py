@@ -10,8 +10,9 @@ as ``importlib.metadata`` reads it.
 
 The answer is given only when it is certain to be the same: every ``sys.path`` entry is a
 directory (or missing), none is an egg or a zip file, ``importlib.machinery.PathFinder`` is the
-one meta-path finder that lists distributions (the ``importlib_metadata`` backport, once
-imported on Python 3.9, takes that over), and every file read parses as it would there.
+one meta-path finder that lists distributions (the ``importlib_metadata`` backport, once any
+library imports it, takes that over on every version), and every file read parses as it would
+there.
 Anything else returns None, and discovery asks ``importlib.metadata`` itself (its errors then
 reach the user as before). A distribution's name and version, which only a third-party plugin's
 report needs, are read from its metadata headers when first asked for.
