@@ -54,7 +54,11 @@ def test_ray_tasks_of_an_unknown_family_each_see_their_own_card(tmp_path: Path) 
         )
     assert result.returncode == 0, result.stderr[-4000:]
     seen = json.loads(result.stdout.strip().splitlines()[-1])
-    assert json.loads(seen["cluster_resources"]) == {"ACME": 2}
+    # The cards are a custom resource and the GPUs Ray's own; whatever else this machine has
+    # (``accelerator_type:H100``, a Gaudi's ``HPU``) is its own business: none on CI.
+    resources = json.loads(seen["cluster_resources"])
+    assert resources["ACME"] == 2
+    assert "GPU" not in resources
     # Two tasks running at once (they wait for each other), each with its own card.
     assert sorted(task["acme"] for task in seen["first"]) == ["0", "1"]
     assert len({task["pid"] for task in seen["first"]}) == 2
