@@ -29,6 +29,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from typing import Optional
 
 import accelkit
@@ -47,6 +48,8 @@ print(json.dumps({
     "visible": os.environ.get(sys.argv[1]),
 }))
 """
+LOCAL_DEVICES = "ACCELKIT_LOCAL_DEVICES_"
+"""The variables naming a worker's own devices among its peers' (``Grant.env(peers=...)``)."""
 TPU_HOST = "examples/nodes/tpu-v6e-8"
 GPU_HOST = "examples/nodes/nvidia-h100-8gpu"
 Layout = tuple[ScalingConfig, list[accelkit.Allocator], str]
@@ -89,6 +92,16 @@ def tpu_layout(args: argparse.Namespace) -> Layout:
     return plan, allocators, "TPU_VISIBLE_CHIPS"
 
 
+def without_visibility(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without any family's variables: the workers run on the recorded node, so none
+    may inherit a restriction of the machine this runs on (a shell's ``NEURON_RT_VISIBLE_CORES``
+    would make a GPU worker report Neuron cores too); each one's grant sets its own family's."""
+    families = accelkit.managers()
+    read = {m.visible_devices_env_var for m in families}
+    read |= {name for m in families for name in m.env_vars_read}
+    return {k: v for k, v in environ.items() if k not in read and not k.startswith(LOCAL_DEVICES)}
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     """Plan, grant, start every worker, print what each one saw (one JSON line each)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
@@ -113,11 +126,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         grants.append(grant)
     workers = []
     for rank, grant in enumerate(grants):
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.endswith("_VISIBLE_DEVICES") and k != visible
-        }
+        env = without_visibility(os.environ)
         peers = [g for g, a in zip(grants, allocators) if a is allocators[rank] and g is not grant]
         for name, value in grant.env(env, peers=peers).items():
             if value is None:

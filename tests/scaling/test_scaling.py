@@ -4,6 +4,7 @@ slices, backends, framework devices and shared visibility for co-located workers
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -577,13 +578,15 @@ def test_neuron_cores_stay_exclusive_among_peers() -> None:
     assert not any(k.startswith("ACCELKIT_LOCAL_DEVICES") for k in env)
 
 
-def run_example(*args: str) -> list[dict[str, object]]:
-    """What each worker of ``examples/training/plan_and_run.py ARGS`` reported."""
+def run_example(*args: str, machine: Optional[dict[str, str]] = None) -> list[dict[str, object]]:
+    """What each worker of ``examples/training/plan_and_run.py ARGS`` reported, run with the
+    variables ``machine`` added to this process's environment."""
     result = subprocess.run(
         [sys.executable, "examples/training/plan_and_run.py", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
+        env={**os.environ, **(machine or {})},
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
@@ -612,6 +615,32 @@ def test_the_example_runs_two_slices_of_the_recorded_tpu_host() -> None:
     assert {r["backend"] for r in reports} == {"xla"}
     whole_hosts = run_example("--tpu-slices", "2", "--chips", "0")
     assert [(r["slice"], r["visible"]) for r in whole_hosts] == [(0, None), (1, None)]
+
+
+MACHINE_INSIDE_A_JOB = {
+    "CUDA_VISIBLE_DEVICES": "5",
+    "ACCELKIT_LOCAL_DEVICES_NVIDIA": "1",
+    "ROCR_VISIBLE_DEVICES": "0",
+    "ONEAPI_DEVICE_SELECTOR": "level_zero:0",
+    "ZE_AFFINITY_MASK": "0",
+    "NEURON_RT_VISIBLE_CORES": "0-3",
+    "TPU_VISIBLE_CHIPS": "0",
+    "HABANA_VISIBLE_MODULES": "0,1",
+    "ASCEND_RT_VISIBLE_DEVICES": "0",
+}
+"""Visibility variables of every built-in family, as a shell inside another job has some."""
+
+
+def test_the_examples_workers_inherit_no_visibility_of_the_machine_it_runs_on() -> None:
+    """The workers run on the recorded node: a restriction of the machine the example is started
+    on (a ``NEURON_RT_VISIBLE_CORES`` of the shell) would make a GPU worker report Neuron cores
+    as its own too. Each sees its grant's devices alone, whichever family it uses."""
+    gpus = run_example("--workers", "2", "--gpus", "1", machine=MACHINE_INSIDE_A_JOB)
+    assert [r["devices"] for r in gpus] == [["cuda:0"], ["cuda:1"]]
+    assert {r["visible"] for r in gpus} == {"0,1"}
+    chips = run_example("--tpu-slices", "2", machine=MACHINE_INSIDE_A_JOB)
+    assert [r["devices"] for r in chips] == [["xla:0", "xla:1", "xla:2", "xla:3"]] * 2
+    assert {r["visible"] for r in chips} == {"0,1,2,3"}
 
 
 class SloppyManager(accelkit.AcceleratorManager):
