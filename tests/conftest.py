@@ -1,18 +1,54 @@
-"""Plugins for the whole test tree. pytest only honours ``pytest_plugins`` in a top-level
-conftest, so pytester (used by tests/kit to run the conformance suite as a plugin author would)
-is enabled here; it only adds fixtures."""
+"""Plugins and fixtures for the whole test tree. pytest only honours ``pytest_plugins`` in a
+top-level conftest, so pytester (used by tests/kit to run the conformance suite as a plugin author
+would) is enabled here; it only adds fixtures. The session runs without what the shell running
+it says about accelerators (:func:`pytest_configure`)."""
 
 from __future__ import annotations
 
+import importlib
+import os
 import pathlib
 import subprocess
 import sys
 from typing import Any
 
 import pytest
+from accelkit.registry._contract import variables_read
+from accelkit.registry._loading import BUILTIN_PLUGINS
 from vendor_wrappers import AMDSMI_LATEST, Fetch
 
 pytest_plugins = ["pytester"]
+
+
+def _family_variables() -> frozenset[str]:
+    """Every variable a built-in family reads (``NEURON_RT_VISIBLE_CORES``, ``ZE_AFFINITY_MASK``,
+    ``CUDA_DEVICE_ORDER``, ...), as its manager declares them."""
+    names: set[str] = set()
+    for module in BUILTIN_PLUGINS:
+        register = getattr(importlib.import_module(module), "accelkit_register_managers", None)
+        if register is None:  # `hints` registers no family, only worker variables
+            continue
+        for manager in register():
+            names.update(variables_read(manager))
+    return frozenset(names)
+
+
+FAMILY_VARIABLES = _family_variables()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Run the session without what the shell says about accelerators: accelkit's own settings
+    (``ACCELKIT_*``: an operator's node-wide override, exclusions or ledger), every variable a
+    built-in family reads and every ``*_VISIBLE_DEVICES`` (a third-party family's) leave the
+    environment before collection, for the tests and for what they start. The suite must not
+    depend on the machine it runs on, nor on the job it runs in; a test that needs one sets it."""
+    for name in list(os.environ):
+        if (
+            name.startswith("ACCELKIT_")
+            or name.endswith("_VISIBLE_DEVICES")
+            or name in FAMILY_VARIABLES
+        ):
+            del os.environ[name]
 
 
 @pytest.fixture(scope="session")

@@ -1,11 +1,11 @@
 """Fixtures of the ledger, `accelkit run` and pool tests (tests/ledger, tests/pool), imported by
 their conftests: they run on example nodes (no hardware), each with its own ledger file, in a
-clean environment: no inherited ACCELKIT_* or visibility variable, no third-party plugin."""
+clean environment: no inherited ACCELKIT_* or visibility variable (tests/conftest.py), no
+third-party plugin."""
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,10 +16,8 @@ from ledger_support import NODES, node_of
 
 
 @pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in list(os.environ):
-        if name.startswith("ACCELKIT_") or name.endswith("_VISIBLE_DEVICES"):
-            monkeypatch.delenv(name)
+def builtins_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A fresh registry of the built-ins: no third-party entry point."""
     monkeypatch.setenv(registry.AUTOLOAD_OFF_VAR, "1")
     registry.reset()
     yield
