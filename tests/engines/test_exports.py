@@ -4,6 +4,7 @@ Kubernetes label syntax for NFD feature files, and distributed's ``dask worker``
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shlex
@@ -22,6 +23,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 IDS = [path.name if path.name != "node" else "acme-example" for path in NODES]
+NEEDS_RAY = pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None,
+    reason="needs ray (the test extra installs it): Ray's own parser reads the arguments",
+)
 
 
 @pytest.fixture(params=NODES, ids=IDS, scope="module")
@@ -32,6 +37,7 @@ def node(request: pytest.FixtureRequest) -> Node:
 # -- Ray ---------------------------------------------------------------------------------------
 
 
+@NEEDS_RAY
 def test_ray_start_parses_the_arguments_into_the_node_resources_and_labels(node: Node) -> None:
     from ray._private.label_utils import parse_node_labels_string
     from ray._private.parameter import RayParams
@@ -87,6 +93,7 @@ RESOURCE_NAMES = st.from_regex(r"[A-Za-z][A-Za-z0-9_.:\-]{0,20}", fullmatch=True
 AMOUNTS = st.integers(1, 10**8).map(lambda units: units / 10**4)
 
 
+@NEEDS_RAY
 @given(st.dictionaries(RESOURCE_NAMES, AMOUNTS), st.integers(0, 64))
 def test_any_node_resources_survive_both_engines_readings(
     resources: dict[str, float], gpus: int
