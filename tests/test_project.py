@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import io
 import json
-import os
 import re
 import subprocess
 import sys
@@ -196,39 +195,3 @@ def test_readme_api_tour_runs_on_a_logical_node() -> None:
     grant = namespace["grant"]
     assert grant.ids == {"GPU": ["0"]}  # type: ignore[attr-defined]
     assert grant.env()["CUDA_VISIBLE_DEVICES"] == "0"  # type: ignore[attr-defined]
-
-
-A_SHELL_INSIDE_A_JOB = {
-    "ACCELKIT_OVERRIDE_RESOURCES": '{"GPU": 1}',
-    "ACCELKIT_EXCLUDE_DEVICES": "nvidia:1",
-    "ACCELKIT_DISABLE_PLUGINS": "tpu",
-    "CUDA_VISIBLE_DEVICES": "0",
-    "NEURON_RT_VISIBLE_CORES": "0-3",
-    "HABANA_VISIBLE_MODULES": "0,1",
-}
-"""An operator's node-wide accelkit settings and a job's visibility variables."""
-
-
-def test_the_suite_runs_alike_from_a_shell_with_accelerator_variables(tmp_path: Path) -> None:
-    """Tests must not depend on the machine nor the job they run in, nor touch the operator's
-    ledger: tests/conftest.py clears these variables before collection. Without it, these tests
-    fail there (the override shows in every replayed node, a disabled family breaks collection,
-    the exclusion and the job's variables narrow what the tests expect)."""
-    operator_ledger = tmp_path / "operator-ledger.json"
-    env = {**os.environ, **A_SHELL_INSIDE_A_JOB, "ACCELKIT_LEDGER": str(operator_ledger)}
-    tests = [
-        "tests/plugins/test_node_snapshots.py::test_accelkit_ls_shows_the_node",
-        "tests/plugins/test_layer_failures.py",
-        "tests/scaling/test_scaling.py::test_the_example_places_four_workers_of_two_gpus_each",
-        "tests/pool/test_pool_parent.py",
-    ]
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout[-4000:]
-    assert not operator_ledger.exists()

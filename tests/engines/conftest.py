@@ -6,7 +6,8 @@ whatever the machine has.
 The clusters run recorded nodes, not this machine, so distributed's own GPU diagnostics are off
 (:func:`no_gpu_diagnostics`): on a machine with NVIDIA GPUs a worker asks NVML for the handle of
 the GPU its ``CUDA_VISIBLE_DEVICES`` names, ``2`` of a recorded 8-GPU node on a machine of one,
-and fails to start (``NVMLError_InvalidArgument``, seen on an H100)."""
+and fails to start (``NVMLError_InvalidArgument``, seen on an H100; tests/test_any_machine.py
+runs these tests on a simulated machine of one GPU)."""
 
 from __future__ import annotations
 

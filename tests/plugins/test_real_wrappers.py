@@ -286,6 +286,25 @@ def test_an_unknown_nvml_function_is_not_found_and_amdsmi_names_what_is_not_emul
         smi.amdsmi_get_gpu_device_uuid(handle)
 
 
+def test_nvml_utilization_is_an_idle_gpu_and_not_supported_in_mig_mode() -> None:
+    """What distributed's diagnostics ask every Dask worker's GPU (the simulated machine's
+    workers ask it too: tests/test_any_machine.py)."""
+    gpus = nvidia.fake_gpus(3, name="NVIDIA A100-SXM4-40GB")
+    gpus[1] = dataclasses.replace(gpus[1], migs=A100_MIGS)
+    gpus[2] = dataclasses.replace(gpus[2], migs=(), mig_mode=0)  # MIG-capable, MIG off
+    nvml = emulated_pynvml(gpus)
+    nvml.nvmlInit()
+    for whole in (0, 2):
+        rates = nvml.nvmlDeviceGetUtilizationRates(nvml.nvmlDeviceGetHandleByIndex(whole))
+        assert (rates.gpu, rates.memory) == (0, 0)
+    in_mig_mode = nvml.nvmlDeviceGetHandleByIndex(1)
+    instance = nvml.nvmlDeviceGetMigDeviceHandleByIndex(in_mig_mode, 0)
+    for handle in (in_mig_mode, instance):
+        error = raised(lambda: nvml.nvmlDeviceGetUtilizationRates(handle))  # noqa: B023
+        assert type(error).__name__ == "NVMLError_NotSupported"
+    assert nvml.calls["nvmlDeviceGetUtilizationRates"] == 4
+
+
 def test_a_handle_order_that_is_not_a_permutation_is_refused(amdsmi_dir: pathlib.Path) -> None:
     with pytest.raises(ValueError, match=r"handle_order \[0, 0\] is not an ordering of the 2"):
         emulated_amdsmi(amd.fake_amdgpus(2), handle_order=[0, 0], package_dir=amdsmi_dir)

@@ -12,7 +12,8 @@ ctypes arguments the wrapper passes, fills them as ``libnvidia-ml.so`` would fro
 Rules of the real library kept here: every device call before ``nvmlInit`` (and after the last
 ``nvmlShutdown``) answers ``NVML_ERROR_UNINITIALIZED``; a GPU without MIG answers
 ``NVML_ERROR_NOT_SUPPORTED`` to the MIG queries; an empty MIG slot answers
-``NVML_ERROR_NOT_FOUND``; a function this emulation does not know is
+``NVML_ERROR_NOT_FOUND``; a GPU in MIG mode, or a MIG instance, does not report its utilization
+(``NVML_ERROR_NOT_SUPPORTED``); a function this emulation does not know is
 ``NVML_ERROR_FUNCTION_NOT_FOUND``, as a symbol missing from an older driver's library is.
 """
 
@@ -127,6 +128,7 @@ class EmulatedNvml:
             "nvmlDeviceGetPciInfo_v3": query(self.pci_info),
             "nvmlDeviceGetMigMode": mig_query(self.mig_mode),
             "nvmlDeviceGetComputeMode": query(self.compute_mode),
+            "nvmlDeviceGetUtilizationRates": query(self.utilization),
             "nvmlDeviceGetMaxMigDeviceCount": mig_query(self.max_mig_count),
             "nvmlDeviceGetMigDeviceHandleByIndex": mig_query(self.mig_handle),
         }
@@ -262,6 +264,16 @@ class EmulatedNvml:
     def compute_mode(self, part: Part, mode: Any) -> int:
         """nvmlDeviceGetComputeMode(nvmlDevice_t, nvmlComputeMode_t *mode): the GPU's mode."""
         target(mode).value = part.gpu.compute_mode
+        return self.code("NVML_SUCCESS")
+
+    def utilization(self, part: Part, rates: Any) -> int:
+        """nvmlDeviceGetUtilizationRates(nvmlDevice_t, nvmlUtilization_t *): an idle GPU. NVML
+        does not measure it per MIG instance nor on a GPU in MIG mode (NOT_SUPPORTED). Not asked
+        by the plugins: monitors ask it (distributed's NVML diagnostics, in every Dask worker)."""
+        in_mig_mode = part.gpu.migs is not None and part.gpu.mig_mode
+        if part.mig is not None or in_mig_mode:
+            return self.code("NVML_ERROR_NOT_SUPPORTED")
+        fill(target(rates), gpu=0, memory=0)
         return self.code("NVML_SUCCESS")
 
     def max_mig_count(self, part: Part, count: Any) -> int:
