@@ -63,6 +63,7 @@ def simulated_machine(directory: Path, nvidia_gpus: int = 1) -> dict[str, str]:
     source = importlib.util.find_spec("pynvml")
     if source is None or source.origin is None:
         raise ImportError("the simulated machine needs nvidia-ml-py, the real pynvml")
+    directory = directory.resolve()  # a relative PATH entry would move with the working directory
     commands, library = directory / "bin", directory / "site"
     commands.mkdir(parents=True)
     library.mkdir()
