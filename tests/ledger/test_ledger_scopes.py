@@ -109,7 +109,11 @@ def test_a_step_never_waits_behind_the_node_s_queue(
 
 @pytest.mark.parametrize(
     ("value", "complaint"),
-    [("12", "is not <token>@<absolute ledger path>"), ("x@/a", "is not <token>")],
+    [
+        ("12", "is not <token>@<absolute ledger path>"),
+        ("x@/a", "is not <token>"),
+        ("3@/srv/ledgers/", "is not <token>@<absolute ledger path>"),
+    ],
 )
 def test_a_malformed_grant_variable_is_a_clear_error(
     ledger_path: Path, monkeypatch: pytest.MonkeyPatch, value: str, complaint: str
@@ -134,6 +138,35 @@ def test_a_relative_path_is_refused_with_the_absolute_one_to_give(
     monkeypatch.setenv(LEDGER_VAR, "group/ledger.json")
     with pytest.raises(LedgerError, match=rf"{LEDGER_VAR}='group/ledger.json' is a relative"):
         Ledger()
+
+
+@pytest.mark.parametrize("name", ["", ".", ".."])
+def test_a_path_that_names_a_directory_is_refused_with_a_file_to_give(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """The ledger and its lock are named from the ledger's file: ``/srv/ledgers/`` names none
+    (its lock would be ``/srv/ledgers/.lock``), so nothing is made there."""
+    directory = f"{tmp_path}/{name}"
+    with pytest.raises(
+        LedgerError, match=r"names a directory, not the ledger's file.*ledger\.json"
+    ):
+        Ledger(directory)
+    monkeypatch.setenv(LEDGER_VAR, directory)
+    with pytest.raises(LedgerError, match=rf"{LEDGER_VAR}='.*' names a directory"):
+        Ledger()
+    assert sorted(tmp_path.iterdir()) == []
+
+
+def test_the_ledger_keeps_its_path_as_given_and_shows_it_as_a_path(ledger_path: Path) -> None:
+    """``Ledger.path`` is a ``Path`` (built on request), and the processes of a grant are told the
+    ledger by the path it was given."""
+    ledger = Ledger(str(ledger_path), host=load_snapshot(H100))
+    assert ledger.path == ledger_path and isinstance(ledger.path, Path)
+    grant = ledger.acquire({"GPU": 1})
+    assert grant is not None
+    assert ledger.env(grant)[GRANT_VAR] == f"{grant.token}@{ledger_path}"
+    assert ledger.view().path == ledger_path
+    assert repr(ledger) == f"<Ledger {ledger_path}>"
 
 
 def test_a_version_1_ledger_is_read_and_upgraded(ledger_path: Path) -> None:

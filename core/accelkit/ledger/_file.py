@@ -35,12 +35,14 @@ import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from accelkit._json import check_keys
 from accelkit.errors import LedgerError
 from accelkit.ledger._holder import Holder, boot_id
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = [
     "GRANT_VAR",
@@ -52,6 +54,7 @@ __all__ = [
     "Record",
     "Ticket",
     "absolute",
+    "default_location",
     "default_path",
     "grant_named",
     "temp_directory",
@@ -179,7 +182,17 @@ def default_path() -> tuple[Path, bool]:
     grant this process runs on (``$ACCELKIT_GRANT``: its steps come from there), else
     ``$ACCELKIT_LEDGER`` (a group's, used as given), else ``$XDG_RUNTIME_DIR/accelkit/ledger.json``,
     else ``<temp dir>/accelkit-<uid>/ledger.json``. The pool and ``accelkit run`` share it.
-    A relative path is a :class:`~accelkit.LedgerError`."""
+    A relative path, or one naming a directory, is a :class:`~accelkit.LedgerError`."""
+    from pathlib import Path
+
+    location, per_user = default_location()
+    return Path(location), per_user
+
+
+def default_location() -> tuple[str, bool]:
+    """:func:`default_path` as text. The ledger keeps its paths as text: ``pathlib`` (with
+    ``urllib.parse`` and ``ipaddress``) would cost every ``accelkit run`` and ``env`` 2.5 ms of
+    start-up for joining three names."""
     enclosing = os.environ.get(GRANT_VAR, "").strip()
     if enclosing:
         return grant_named(enclosing)[1], False
@@ -188,8 +201,8 @@ def default_path() -> tuple[Path, bool]:
         return absolute(chosen, f"{LEDGER_VAR}={chosen!r}"), False
     runtime = os.environ.get("XDG_RUNTIME_DIR", "").strip()
     if runtime and os.path.isdir(runtime):
-        return Path(runtime) / "accelkit" / "ledger.json", True
-    return Path(temp_directory()) / f"accelkit-{os.getuid()}" / "ledger.json", True
+        return os.path.join(runtime, "accelkit", "ledger.json"), True
+    return os.path.join(temp_directory(), f"accelkit-{os.getuid()}", "ledger.json"), True
 
 
 def temp_directory() -> str:
@@ -204,18 +217,18 @@ def temp_directory() -> str:
     return os.getcwd()
 
 
-def grant_named(value: str) -> tuple[int, Path]:
+def grant_named(value: str) -> tuple[int, str]:
     """``"<token>@<ledger path>"`` (the value of ``ACCELKIT_GRANT``) as (token, ledger path)."""
     token, at, path = value.partition("@")
-    if not (token.isdigit() and at and os.path.isabs(path)):
+    if not (token.isdigit() and at and os.path.isabs(path) and not _names_a_directory(path)):
         raise LedgerError(
             f"{GRANT_VAR}={value!r} is not <token>@<absolute ledger path>, as accelkit writes it "
             "for the processes of a grant; unset it to take from the node itself"
         )
-    return int(token), Path(path)
+    return int(token), path
 
 
-def absolute(path: str, source: str) -> Path:
+def absolute(path: str, source: str) -> str:
     """``path`` as the ledger's path; a relative one is refused, ``source`` saying where it came
     from: it would name another ledger in every working directory, and the processes of one
     node must meet in one file."""
@@ -224,7 +237,17 @@ def absolute(path: str, source: str) -> Path:
             f"{source} is a relative path, which would give every working directory its own "
             f"ledger; give an absolute path (e.g. {os.path.abspath(path or '.')})"
         )
-    return Path(path)
+    if _names_a_directory(path):
+        raise LedgerError(
+            f"{source} names a directory, not the ledger's file; give the file's path (e.g. "
+            f"{os.path.join(path, 'ledger.json')})"
+        )
+    return path
+
+
+def _names_a_directory(path: str) -> bool:
+    """``/srv/ledgers/``, ``/srv/.``: no file's path (the lock would be ``/srv/..lock``)."""
+    return os.path.basename(path) in ("", ".", "..")
 
 
 class LedgerFile:
@@ -234,12 +257,13 @@ class LedgerFile:
     the file lock, which is opened again after a fork (a child must never share its parent's).
     """
 
-    def __init__(self, path: Path, *, private_parent: bool = False) -> None:
-        """``private_parent``: the per-user default, whose directory is made (mode 0700) and
-        must belong to this user; any other ledger's directory must exist."""
+    def __init__(self, path: str, *, private_parent: bool = False) -> None:
+        """``path``: absolute. ``private_parent``: the per-user default, whose directory is made
+        (mode 0700) and must belong to this user; any other ledger's directory must exist."""
         self.path = path
-        self.lock_path = path.with_name(path.name + ".lock")
-        self._temp_path = path.with_name(path.name + ".tmp")
+        self.directory = os.path.dirname(path)
+        self.lock_path = path + ".lock"
+        self._temp_path = path + ".tmp"
         self._private_parent = private_parent
         self._threads = threading.Lock()
         self._fd: Optional[int] = None
@@ -263,12 +287,11 @@ class LedgerFile:
     def writable(self) -> bool:
         """Whether this process may change the ledger: its directory exists (or is the per-user
         one, made on first use) and takes new files, and the ledger, when there, is writable."""
-        directory = self.path.parent
-        if not directory.is_dir():
+        if not os.path.isdir(self.directory):
             return self._private_parent
-        if not os.access(directory, os.W_OK | os.X_OK):
+        if not os.access(self.directory, os.W_OK | os.X_OK):
             return False
-        return not self.path.exists() or os.access(self.path, os.W_OK)
+        return not os.path.exists(self.path) or os.access(self.path, os.W_OK)
 
     def peek(self) -> LedgerState:
         """The state now, read without the lock and never written (for a ledger this process
@@ -279,17 +302,17 @@ class LedgerFile:
     def _lock_fd(self) -> int:
         if self._fd is not None and self._fd_pid == os.getpid():
             return self._fd
-        directory = self.path.parent
+        directory = self.directory
         if self._private_parent:
             _private_directory(directory)
-        elif not directory.is_dir():
+        elif not os.path.isdir(directory):
             raise LedgerError(
                 f"cannot use the ledger {self.path}: its directory {directory} does not exist. "
                 f"Create it (for a group: mkdir -m 2770 {directory}; chgrp GROUP {directory})"
             )
         # The ledger and its lock take the directory's read and write bits, whatever the
         # umask: private in a private directory, group-writable in a group's.
-        self._mode = stat.S_IMODE(directory.stat().st_mode) & 0o666
+        self._mode = stat.S_IMODE(os.stat(directory).st_mode) & 0o666
         try:
             fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, self._mode)
         except PermissionError:
@@ -387,13 +410,13 @@ class LedgerFile:
 
     # -- errors for people -------------------------------------------------------------------
     def _unwritable(self, error: OSError) -> LedgerError:
-        directory = self.path.parent
+        directory = self.directory
         return LedgerError(
             f"cannot write the ledger {self.path} ({error.strerror}): every process that shares "
             f"it needs read and write permission on {directory}, where the ledger is replaced "
-            f"on each change and {self.lock_path.name} is locked. Fix the permissions of "
-            f"{directory}, or give a ledger in a directory you can write (--ledger PATH, "
-            f"path=..., or {LEDGER_VAR})"
+            f"on each change and {os.path.basename(self.lock_path)} is locked. Fix the "
+            f"permissions of {directory}, or give a ledger in a directory you can write "
+            f"(--ledger PATH, path=..., or {LEDGER_VAR})"
         )
 
     def corrupt(self, why: str) -> LedgerError:
@@ -415,11 +438,11 @@ class LedgerFile:
         return self.corrupt(f"version {version!r}, where this accelkit reads {VERSION}")
 
 
-def _private_directory(directory: Path) -> None:
+def _private_directory(directory: str) -> None:
     """Create the per-user ledger directory (mode 0700), and refuse one another user owns."""
     try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = directory.lstat()
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        info = os.lstat(directory)
     except OSError as error:
         raise LedgerError(
             f"cannot create the ledger directory {directory}: {error.strerror}"

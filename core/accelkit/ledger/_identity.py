@@ -31,8 +31,6 @@ from accelkit.host import Host, HostView
 from accelkit.ledger._file import GRANT_VAR, grant_named
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from accelkit.device import Device
     from accelkit.host import ProbeEnv
     from accelkit.manager import AcceleratorManager
@@ -127,7 +125,7 @@ def counterpart(device: Device, devices: Iterable[Device]) -> Optional[Device]:
     return next((d for d in family if d.id == device.id), None)
 
 
-def enclosing_grant(ledger: Path) -> Optional[int]:
+def enclosing_grant(ledger: str) -> Optional[int]:
     """The token of the grant this process runs on, when ``ACCELKIT_GRANT`` names one of
     ``ledger`` (a grant of another ledger has no steps here); a malformed value is an error."""
     value = os.environ.get(GRANT_VAR, "").strip()
@@ -137,7 +135,7 @@ def enclosing_grant(ledger: Path) -> Optional[int]:
     return token if os.path.realpath(path) == os.path.realpath(ledger) else None
 
 
-def grant_variable(token: int, ledger: Path) -> dict[str, str]:
+def grant_variable(token: int, ledger: str) -> dict[str, str]:
     """``{"ACCELKIT_GRANT": "<token>@<ledger>"}``: what marks a process as running on a grant."""
     return {GRANT_VAR: f"{token}@{ledger}"}
 
