@@ -329,6 +329,30 @@ def test_the_default_ledger_is_per_user_unless_a_group_names_one(
     assert oct((group / "ledger.json.lock").stat().st_mode & 0o777) == oct(0o660)
 
 
+def test_a_lock_that_is_a_symbolic_link_is_refused_and_its_target_left_alone(
+    tmp_path: Path, h100: Node
+) -> None:
+    """Anyone who may write a group's ledger directory could aim the lock at a file of the next
+    user of accelkit: opened through the link, that file would be created, or given the
+    directory's mode (0660: readable by the whole group)."""
+    group = tmp_path / "group"
+    group.mkdir()
+    group.chmod(0o2770)
+    secret, missing = tmp_path / "secret", tmp_path / "created"
+    secret.write_text("a key")
+    secret.chmod(0o600)
+    lock = group / "ledger.json.lock"
+    for target in (secret, missing):
+        lock.unlink(missing_ok=True)
+        lock.symlink_to(target)
+        with pytest.raises(LedgerError, match=r"lock .* is a symbolic link.*remove it \(rm "):
+            Ledger(group / "ledger.json", h100).acquire({"GPU": 1})
+    assert oct(secret.stat().st_mode & 0o777) == oct(0o600) and secret.read_text() == "a key"
+    assert not missing.exists() and not (group / "ledger.json").exists()
+    lock.unlink()
+    assert Ledger(group / "ledger.json", h100).acquire({"GPU": 1}) is not None
+
+
 def test_a_missing_directory_of_a_given_path_is_explained(tmp_path: Path, h100: Node) -> None:
     path = tmp_path / "nowhere" / "ledger.json"
     with pytest.raises(LedgerError, match=r"does not exist\. Create it"):

@@ -313,14 +313,19 @@ class LedgerFile:
         # The ledger and its lock take the directory's read and write bits, whatever the
         # umask: private in a private directory, group-writable in a group's.
         self._mode = stat.S_IMODE(os.stat(directory).st_mode) & 0o666
+        # Never through a symbolic link: in a group's directory any member could point the lock
+        # at a file of whoever runs accelkit next, who would create it or change its mode.
+        flags = os.O_CLOEXEC | os.O_NOFOLLOW
         try:
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, self._mode)
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | flags, self._mode)
         except PermissionError:
             try:
-                fd = os.open(self.lock_path, os.O_RDONLY | os.O_CLOEXEC)
+                fd = os.open(self.lock_path, os.O_RDONLY | flags)
             except OSError as error:
                 raise self._unwritable(error) from None
         except OSError as error:
+            if os.path.islink(self.lock_path):
+                raise self._linked_lock() from None
             raise self._unwritable(error) from None
         if os.fstat(fd).st_uid == os.getuid():
             with suppress(OSError):
@@ -417,6 +422,13 @@ class LedgerFile:
             f"on each change and {os.path.basename(self.lock_path)} is locked. Fix the "
             f"permissions of {directory}, or give a ledger in a directory you can write "
             f"(--ledger PATH, path=..., or {LEDGER_VAR})"
+        )
+
+    def _linked_lock(self) -> LedgerError:
+        return LedgerError(
+            f"the ledger's lock {self.lock_path} is a symbolic link, which accelkit does not "
+            "follow (whoever may write the ledger's directory could aim it at a file of yours); "
+            f"remove it (rm {self.lock_path}): accelkit makes the lock again"
         )
 
     def corrupt(self, why: str) -> LedgerError:
