@@ -231,7 +231,7 @@ def grant_named(value: str) -> tuple[int, str]:
 def absolute(path: str, source: str) -> str:
     """``path`` as the ledger's path; a relative one is refused, ``source`` saying where it came
     from: it would name another ledger in every working directory, and the processes of one
-    node must meet in one file."""
+    node must meet in one file. So is one that names a directory: it names no file."""
     if not os.path.isabs(path):
         raise LedgerError(
             f"{source} is a relative path, which would give every working directory its own "
