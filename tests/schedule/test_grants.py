@@ -18,6 +18,7 @@ from accelkit import (
     hookimpl,
     registry,
 )
+from accelkit.schedule._grant import devices_text, grant_text, shared_resources
 from accelkit_plugins import hints
 from sched_nodes import devices, make_node
 
@@ -385,3 +386,27 @@ def test_a_grants_env_applies_to_a_process_environment_setting_and_unsetting() -
     assert inherited == {"CUDA_VISIBLE_DEVICES": "0,1", "HOME": "/home/x"}  # a copy was changed
     apply_env(changes, inherited)
     assert inherited == {"ROCR_VISIBLE_DEVICES": "1", "HOME": "/home/x"}
+
+
+def test_a_grant_is_said_with_its_family_where_several_families_serve_its_resource() -> None:
+    node = make_node(devices("nvidia", 2), devices("amd", 4), devices("tpu", 4))
+    alloc = Allocator(node)
+    nvidia, amd, half, tpu = (
+        alloc.acquire(request) for request in ({"GPU": 2}, {"GPU": 3}, {"GPU": 0.5}, {"TPU": 2})
+    )
+    assert nvidia is not None and amd is not None and half is not None and tpu is not None
+    shared = shared_resources(node.devices)
+    assert shared == {"GPU"}
+    assert grant_text(nvidia) == "GPU 0,1"  # the ids alone: one family per resource assumed
+    assert grant_text(nvidia, shared) == "nvidia GPU 0,1"
+    assert grant_text(amd, shared) == "amd GPU 0,1,2"
+    assert grant_text(half, shared) == "amd GPU 3 (0.5)"
+    assert grant_text(tpu, shared) == "TPU 0,1"  # one family serves TPU: no name needed
+    assert grant_text(Grant(9, {}, []), shared) == "nothing"
+
+
+def test_devices_of_one_resource_from_several_families_always_name_them() -> None:
+    nvidia, amd = devices("nvidia", 1), devices("amd", 2)
+    held = [(nvidia[0], 1.0), (amd[0], 1.0), (amd[1], 1.0)]
+    assert devices_text(held) == "nvidia GPU 0; amd GPU 0,1"
+    assert shared_resources([*nvidia, *devices("tpu", 1)]) == frozenset()

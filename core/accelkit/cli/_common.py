@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from accelkit.ledger._holder import Holder
     from accelkit.ledger._ledger import Ledger
     from accelkit.node._record import Node
-    from accelkit.schedule._grant import Grant
 
 
 OPERATOR_PREFIX = "ACCELKIT_"
@@ -171,16 +170,6 @@ def open_ledger(
     from accelkit.ledger._ledger import Ledger
 
     return Ledger(args.ledger, node, host=host, overrides=overrides)
-
-
-def grant_text(grant: Grant) -> str:
-    """``GPU 0,1`` or ``GPU 0 (0.5)``: what a grant holds, as people say it."""
-    parts = []
-    for resource, ids in grant.ids.items():
-        shares = [share for device, share in grant.devices if device.resource_name == resource]
-        part = f"{resource} {','.join(ids)}"
-        parts.append(part if all(s == 1.0 for s in shares) else f"{part} ({shares[0]:g})")
-    return "; ".join(parts) or "nothing"
 
 
 def process_text(holder: Holder) -> str:

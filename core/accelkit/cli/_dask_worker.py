@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 from accelkit.cli import EXIT_OK, describe
 from accelkit.cli._common import (
     add_ledger_option,
-    grant_text,
     host_from_args,
     open_ledger,
     process_text,
     quantity,
 )
+from accelkit.schedule._grant import grant_text, shared_resources
 
 if TYPE_CHECKING:
     from accelkit.ledger._ledger import Ledger
@@ -168,7 +168,10 @@ def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
 def _holders(ledger: Ledger) -> str:
     """``GPU 0,1 held by pid 41 (sleep 60); ...``: who holds the node's devices."""
     view = ledger.view()
-    held = [f"{grant_text(h.grant)} held by {process_text(h.holder)}" for h in view.holdings]
+    shared = shared_resources(ledger.node.devices)
+    held = [
+        f"{grant_text(h.grant, shared)} held by {process_text(h.holder)}" for h in view.holdings
+    ]
     if view.waiting:
         held.append(f"{len(view.waiting)} waiting request(s) come first")
     return "; ".join(held) or "every device is held"

@@ -25,7 +25,6 @@ from accelkit.cli._common import (
     add_ledger_option,
     add_override_option,
     add_request_options,
-    grant_text,
     host_from_args,
     open_ledger,
     print_json,
@@ -33,6 +32,7 @@ from accelkit.cli._common import (
     resource_quantity,
     resource_text,
 )
+from accelkit.schedule._grant import grant_text, shared_resources
 
 if TYPE_CHECKING:
     from accelkit.host import Host
@@ -119,7 +119,10 @@ def _say_held(args: argparse.Namespace, host: Host, grant: Grant) -> None:
         print(f"accelkit env: cannot check the node's ledger: {describe(error)}", file=sys.stderr)
         return
     if holdings:
-        held = "; ".join(f"{grant_text(h.grant)} by {process_text(h.holder)}" for h in holdings)
+        shared = shared_resources(ledger.node.devices)
+        held = "; ".join(
+            f"{grant_text(h.grant, shared)} by {process_text(h.holder)}" for h in holdings
+        )
         print(
             f"accelkit env: the ledger {ledger.path} holds devices this environment names "
             f"({held}); accelkit env takes nothing from it: accelkit run takes devices that "

@@ -17,14 +17,15 @@ from typing import TYPE_CHECKING, Any, Optional
 from accelkit.cli import EXIT_OK
 from accelkit.cli._common import (
     add_ledger_option,
-    grant_text,
     host_from_args,
     open_ledger,
     print_json,
     table,
 )
+from accelkit.schedule._grant import devices_text, grant_text, shared_resources
 
 if TYPE_CHECKING:
+    from accelkit.device import Device
     from accelkit.ledger._ledger import Ledger
     from accelkit.ledger._views import Holding, LedgerView
 
@@ -56,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
     ledger = open_ledger(args, host=host_from_args(args) if args.host else None)
     view = ledger.view()
     free = _free(ledger, view) if args.host else None
+    node = ledger.node.devices if args.host else []
+    shared = shared_resources([*node, *(d for h in view.holdings for d, _share in h.grant.devices)])
     now = time.time()
     holdings = _in_tree_order(view.holdings)
     if args.json:
@@ -73,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
                         "since": h.since,
                         "age_seconds": round(now - h.since, 3),
                         "ids": h.grant.ids,
+                        "ids_by_family": h.grant.ids_by_family(),
                         "token": h.grant.token,
                         "parent": h.parent,
                         "grant": h.grant.to_dict(),
@@ -92,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
                     }
                     for w in view.waiting
                 ],
-                **({} if free is None else {"free": free}),
+                **({} if free is None else _free_json(free)),
             }
         )
         return EXIT_OK
@@ -102,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
             "    " * (depth - 1) + (STEP if depth else "") + str(h.holder.pid),
             _user(h.user),
             _age(now - h.since),
-            grant_text(h.grant),
+            grant_text(h.grant, shared),
             h.note or h.holder.command(),
         ]
         for h, depth in holdings
@@ -124,10 +128,8 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(table(rows, ("TICKET", "PID", "USER", "WAITING", "WANTS", "COMMAND"))))
     if free is not None:
         print()
-        print(
-            "free: "
-            + ("; ".join(f"{name} {','.join(ids)}" for name, ids in free.items()) or "nothing")
-        )
+        whole = [(device, 1.0) for device in free]
+        print(f"free: {devices_text(whole, shared_resources(node))}")
     return EXIT_OK
 
 
@@ -149,9 +151,9 @@ def _in_tree_order(holdings: Sequence[Holding]) -> list[tuple[Holding, int]]:
     return ordered
 
 
-def _free(ledger: Ledger, view: LedgerView) -> dict[str, list[str]]:
-    """The ``--host`` node's devices no grant of the node holds any share of, by resource; a
-    ledger kept for another node holds none of them (said on stderr)."""
+def _free(ledger: Ledger, view: LedgerView) -> list[Device]:
+    """The ``--host`` node's devices no grant of the node holds any share of; a ledger kept for
+    another node holds none of them (said on stderr)."""
     from accelkit.ledger._identity import allocatable, fingerprint
 
     node = ledger.node
@@ -167,11 +169,18 @@ def _free(ledger: Ledger, view: LedgerView) -> dict[str, list[str]]:
         held = {
             (d.family, d.id) for h in view.holdings if h.parent is None for d, _ in h.grant.devices
         }
-    free: dict[str, list[str]] = {}
-    for device in allocatable(node):
-        if (device.family, device.id) not in held:
-            free.setdefault(device.resource_name, []).append(device.id)
-    return free
+    return [d for d in allocatable(node) if (d.family, d.id) not in held]
+
+
+def _free_json(free: Sequence[Device]) -> dict[str, dict[str, list[str]]]:
+    """``free``: ids by resource, as ``Grant.ids`` gives a grant's; ``free_by_family``: ids by
+    family, as ``Grant.ids_by_family()``, the unambiguous form where families share a resource."""
+    by_resource: dict[str, list[str]] = {}
+    by_family: dict[str, list[str]] = {}
+    for device in free:
+        by_resource.setdefault(device.resource_name, []).append(device.id)
+        by_family.setdefault(device.family, []).append(device.id)
+    return {"free": by_resource, "free_by_family": by_family}
 
 
 def _user(uid: Optional[int]) -> str:

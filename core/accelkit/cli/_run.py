@@ -24,12 +24,12 @@ from accelkit.cli._common import (
     add_ledger_option,
     add_override_option,
     add_request_options,
-    grant_text,
     host_from_args,
     open_ledger,
     process_text,
 )
 from accelkit.cli._env import parse_request
+from accelkit.schedule._grant import grant_text, shared_resources
 
 if TYPE_CHECKING:
     from accelkit.ledger._ledger import Ledger
@@ -98,14 +98,17 @@ def run(args: argparse.Namespace) -> int:
         wait=args.wait,
         timeout=args.timeout,
         accelerator_type=accelerator_type,
-        on_wait=lambda view: _say(f"waiting for {', '.join(args.request)}: {_waits_for(view)}"),
+        on_wait=lambda view: _say(
+            f"waiting for {', '.join(args.request)}: {_waits_for(view, ledger)}"
+        ),
     )
     if grant is None:
         wants = ", ".join(args.request)
         if args.wait:
             _say(f"{wants} did not fit within {args.timeout:g} s; gave up")
             return EXIT_TIMED_OUT
-        _say(f"{wants} does not fit now ({_holders_text(ledger.view())}); use --wait to queue")
+        held = _holders_text(ledger.view(), ledger)
+        _say(f"{wants} does not fit now ({held}); use --wait to queue")
         return EXIT_BUSY
     return _exec(command, grant, ledger, args.hide_others)
 
@@ -128,26 +131,27 @@ def _exec(command: list[str], grant: Grant, ledger: Ledger, hide_others: bool) -
 def _took(grant: Grant, ledger: Ledger) -> str:
     """``GPU 3``, ``GPU 1, a step of grant 41`` or ``no device (the command sees none ...)``."""
     if grant.devices:
-        what = grant_text(grant)
+        what = grant_text(grant, shared_resources(ledger.node.devices))
     else:
         hidden = ", ".join(grant.families)
         what = f"no device (the command sees none of this node's: {hidden or 'it has none'})"
     return what if ledger.enclosing is None else f"{what}, a step of grant {ledger.enclosing}"
 
 
-def _waits_for(view: LedgerView) -> str:
+def _waits_for(view: LedgerView, ledger: Ledger) -> str:
     """The holders, and the requests that came first."""
     ahead = "".join(
         f"; before it, {process_text(w.holder)} waits for {w.wants}" for w in view.waiting
     )
-    return _holders_text(view) + ahead
+    return _holders_text(view, ledger) + ahead
 
 
-def _holders_text(view: LedgerView) -> str:
+def _holders_text(view: LedgerView, ledger: Ledger) -> str:
     if not view.holdings:
         return "nothing is held"
+    shared = shared_resources(ledger.node.devices)
     return "; ".join(
-        f"{grant_text(h.grant)} held by {process_text(h.holder)}" for h in view.holdings
+        f"{grant_text(h.grant, shared)} held by {process_text(h.holder)}" for h in view.holdings
     )
 
 

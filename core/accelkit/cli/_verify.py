@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from accelkit.cli import EXIT_FAILED, EXIT_OK, printable
-from accelkit.cli._common import grant_text, host_from_args, print_json, table
+from accelkit.cli._common import host_from_args, print_json, table
+from accelkit.schedule._grant import grant_text
 
 if TYPE_CHECKING:
     from accelkit.device import Device

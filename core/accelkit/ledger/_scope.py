@@ -24,14 +24,14 @@ from accelkit.ledger._identity import DeviceKey, Restriction, allocatable
 from accelkit.manager import ACCELERATOR_TYPE_PREFIX
 from accelkit.quantities import UNIT, from_units, to_units
 from accelkit.schedule._allocator import Allocator
-from accelkit.schedule._grant import Grant
+from accelkit.schedule._grant import Grant, grant_text, shared_resources
 
 if TYPE_CHECKING:
     from accelkit.device import Device
     from accelkit.node._record import Node
     from accelkit.registry import Registry
 
-__all__ = ["Scope", "acquire_in", "describe", "grant_text", "step_scope", "visible_scope"]
+__all__ = ["Scope", "acquire_in", "describe", "step_scope", "visible_scope"]
 
 
 class Scope(NamedTuple):
@@ -72,7 +72,8 @@ def step_scope(parent: Grant, node: Node) -> Scope:
         for name in _plain(node)
         if not name.startswith(ACCELERATOR_TYPE_PREFIX)
     }
-    what = f"grant {parent.token} ({grant_text(parent)}), which this process runs on"
+    held = grant_text(parent, shared_resources(node.devices))
+    what = f"grant {parent.token} ({held}), which this process runs on"
     return Scope(devices, plain, what, parent.token)
 
 
@@ -108,11 +109,6 @@ def describe(request: Mapping[str, object], accelerator_type: Optional[str]) -> 
     if accelerator_type is not None:
         parts.append(f"accelerator_type={accelerator_type}")
     return ", ".join(parts) or "nothing"
-
-
-def grant_text(grant: Grant) -> str:
-    """``GPU 0,1`` (``nothing`` for a grant without devices)."""
-    return "; ".join(f"{name} {','.join(ids)}" for name, ids in grant.ids.items()) or "nothing"
 
 
 def _allocator(

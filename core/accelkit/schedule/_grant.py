@@ -8,7 +8,7 @@ knows a vendor's variables.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
@@ -21,7 +21,7 @@ from accelkit.quantities import json_amount
 if TYPE_CHECKING:
     from accelkit.registry import Registry
 
-__all__ = ["SCHEMA_VERSION", "Grant"]
+__all__ = ["SCHEMA_VERSION", "Grant", "devices_text", "grant_text", "shared_resources"]
 
 SCHEMA_VERSION = 1
 """Version of :meth:`Grant.to_dict`'s layout; readers refuse another rather than guess."""
@@ -227,6 +227,43 @@ class Grant:
             for d, share in self.devices
         )
         return f"<Grant {self.token} {dict(self.resources)} [{held}]>"
+
+
+def grant_text(grant: Grant, shared: Collection[str] = ()) -> str:
+    """``GPU 0,1`` or ``GPU 2 (0.5)``: what a grant holds, as people say it (``nothing`` when it
+    holds no device); see :func:`devices_text`."""
+    return devices_text(grant.devices, shared)
+
+
+def devices_text(devices: Iterable[tuple[Device, float]], shared: Collection[str] = ()) -> str:
+    """``GPU 0,1`` or ``GPU 2 (0.5)``: devices with their shares, by resource.
+
+    Ids name a device within its family, so a resource that several families serve on the node
+    (an NVIDIA and an AMD GPU are both ``GPU 0``) is said with its family: ``amd GPU 0,1``.
+    ``shared`` names those resources (:func:`shared_resources`); devices of one resource from
+    several families name them too.
+    """
+    groups: dict[tuple[str, str], list[tuple[Device, float]]] = {}
+    for device, share in devices:
+        groups.setdefault((device.resource_name, device.family), []).append((device, share))
+    resources = [resource for resource, _family in groups]  # one entry per family held
+    parts = []
+    for (resource, family), held in groups.items():
+        part = f"{resource} {','.join(device.id for device, _share in held)}"
+        if resource in shared or resources.count(resource) > 1:
+            part = f"{family} {part}"
+        shares = {share for _device, share in held}
+        parts.append(part if shares == {1.0} else f"{part} ({held[0][1]:g})")
+    return "; ".join(parts) or "nothing"
+
+
+def shared_resources(devices: Iterable[Device]) -> frozenset[str]:
+    """The resources that more than one family serves among ``devices`` (a node's, or those of
+    the grants a ledger lists): where a device id alone does not say which device it is."""
+    families: dict[str, set[str]] = {}
+    for device in devices:
+        families.setdefault(device.resource_name, set()).add(device.family)
+    return frozenset(resource for resource, named in families.items() if len(named) > 1)
 
 
 # Slot setters that bypass the immutability guard, for Grant._new (the acquire hot path).
