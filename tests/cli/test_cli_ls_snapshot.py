@@ -19,12 +19,11 @@ from accelkit.node._snapshot import record_snapshot
 
 
 def accelkit(*args: str, **variables: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
     return subprocess.run(
         [sys.executable, "-m", "accelkit.cli", *args],
         capture_output=True,
         text=True,
-        env={**env, **variables},
+        env={**os.environ, **variables},  # the session's has no ACCELKIT_* (tests/conftest.py)
         timeout=60,
     )
 

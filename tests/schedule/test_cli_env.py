@@ -108,8 +108,7 @@ def test_eval_in_a_shell(empty_host: str) -> None:
         f'eval "$({sys.executable} -m accelkit.cli env -r GPU=1 --override GPU=2 '
         f'--host {empty_host})"; echo "[$CUDA_VISIBLE_DEVICES]"'
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELKIT_")}
-    env["CUDA_VISIBLE_DEVICES"] = "5,7"  # this machine's: the replayed node keeps its own
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "5,7"}  # this machine's: the node keeps its own
     result = subprocess.run(
         ["bash", "-c", script], capture_output=True, text=True, env=env, check=True
     )
@@ -180,9 +179,9 @@ def cli(*argv: str, env: dict[str, str]) -> str:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELKIT_", "TPU_"))}
-    env.pop("CUDA_VISIBLE_DEVICES", None)
-    return {**env, **extra}
+    """The session's environment (which has no accelerator variables: tests/conftest.py) and
+    ``extra``."""
+    return {**os.environ, **extra}
 
 
 def test_eval_unsets_for_a_whole_tpu_host(empty_host: str) -> None:
