@@ -73,6 +73,27 @@ def test_the_simulated_machine_has_every_familys_devices(machine: dict[str, str]
     }
 
 
+def test_the_simulated_nvml_errors_cross_processes_as_the_real_ones_do(
+    machine: dict[str, str],
+) -> None:
+    """A Dask worker's NVML error reaches its nanny pickled, as ``pynvml``'s: the real wrapper's
+    error classes are attributes of ``pynvml``, and so are the simulated machine's."""
+    script = (
+        "import pickle, pynvml; pynvml.nvmlInit(); "
+        "error = pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT); "
+        "print(type(pickle.loads(pickle.dumps(error))).__qualname__, pynvml.nvmlDeviceGetCount())"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **machine},
+        timeout=60,
+        check=True,
+    )
+    assert result.stdout.split() == ["NVMLError_InvalidArgument", "1"]
+
+
 def test_the_suite_runs_alike_on_a_machine_with_accelerators_inside_a_job(
     machine: dict[str, str], tmp_path: Path
 ) -> None:

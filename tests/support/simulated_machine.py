@@ -53,7 +53,12 @@ import sys
 from accelkit.testing import fake_gpus
 from accelkit.testing.fakes.nvml_c import emulated_pynvml
 
-sys.modules[__name__] = emulated_pynvml(fake_gpus({gpus}), source={source!r})
+emulated = emulated_pynvml(fake_gpus({gpus}), source={source!r})
+for value in vars(emulated).values():  # its errors pickle as pynvml's, as the real ones do
+    if isinstance(value, type) and value.__module__ == emulated.__name__:
+        value.__module__ = __name__
+emulated.__name__ = __name__
+sys.modules[__name__] = emulated
 """
 
 
