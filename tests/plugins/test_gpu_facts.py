@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import pathlib
 from types import ModuleType
-from typing import Any
+from typing import Any, Optional
 
 import accelkit
 import pytest
@@ -250,8 +250,32 @@ def test_drm_devices_count_a_card_and_its_render_node_once(tmp_path: pathlib.Pat
         (drm / name).mkdir(parents=True)
         (drm / name / "device").symlink_to(f"/sys/bus/pci/devices/{bus}")
     (drm / "version").write_text("drm 1.1.0 20060810\n")
-    found = drm_devices(accelkit.FakeHost(root=tmp_path), 0x1002)
+    host = ReadsRecorded(root=tmp_path)
+    found = drm_devices(host, 0x1002)
     assert [d.bus_id for d in found or []] == ["0000:c1:00.0"]
+    assert found is not None and found[0].device == 0x1234 and found[0].numa_node == 0
+    # Of the other vendor's GPU, only its vendor; of the render node, only its vendor too.
+    assert host.read == [
+        "/sys/class/drm/card0/device/vendor",
+        "/sys/class/drm/card1/device/vendor",
+        "/sys/class/drm/card1/device/numa_node",
+        "/sys/class/drm/card1/device/vendor",
+        "/sys/class/drm/card1/device/device",
+        "/sys/class/drm/card1/device/class",
+        "/sys/class/drm/renderD128/device/vendor",
+    ]
+
+
+class ReadsRecorded(accelkit.FakeHost):
+    """A host that records the files read through it, in order."""
+
+    def __init__(self, root: pathlib.Path) -> None:
+        super().__init__(root=root)
+        self.read: list[str] = []
+
+    def read_text(self, path: str) -> Optional[str]:
+        self.read.append(path)
+        return super().read_text(path)
 
 
 def test_kfd_gpu_nodes_and_their_bus_ids(tmp_path: pathlib.Path) -> None:

@@ -8,10 +8,11 @@ next layer) from "no devices". A device's NUMA node needs no walker here:
 
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import Optional
 
-from accelkit.detect._layers import PciDevice, pci_device_at
+from accelkit.detect._layers import PciDevice, pci_device_at, read_int
 from accelkit.host import Host
 
 __all__ = ["drm_devices"]
@@ -21,7 +22,8 @@ def drm_devices(host: Host, vendor: int) -> Optional[list[PciDevice]]:
     """PCI devices of ``vendor`` behind ``/sys/class/drm/card<N>`` and ``renderD<N>``.
 
     A GPU has both a card and a render node: they are deduplicated by bus id and returned in
-    bus order. None when ``/sys/class/drm`` does not exist (no DRM at all).
+    bus order. Only the ``vendor`` file of another vendor's GPU is read, and a GPU's facts are
+    read once. None when ``/sys/class/drm`` does not exist (no DRM at all).
     """
     base = "/sys/class/drm"
     if not host.is_dir(base):
@@ -30,7 +32,10 @@ def drm_devices(host: Host, vendor: int) -> Optional[list[PciDevice]]:
     for name in host.listdir(base):
         if not re.fullmatch(r"(card|renderD)[0-9]+", name):
             continue
-        device = pci_device_at(host, f"{base}/{name}/device")
-        if device.vendor == vendor:
-            found.setdefault(device.bus_id, device)
+        path = f"{base}/{name}/device"
+        if read_int(host, f"{path}/vendor", 16) != vendor:
+            continue  # another vendor's GPU: its other files are not read
+        bus_id = posixpath.basename(host.realpath(path) or path).lower()
+        if bus_id not in found:  # else the render node of a card already read, or the card
+            found[bus_id] = pci_device_at(host, path, bus_id)
     return [found[bus] for bus in sorted(found)]
