@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
+import pytest
 from accelkit import Device, FakeHost, Host
 from accelkit.detect import detect_layers, parse_csv, parse_json, pci_devices, read_int, run_command
 from accelkit.diagnostics import collecting
+from core_fakes import ReadsRecorded
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -97,6 +100,69 @@ def test_pci_devices_filter_by_vendor_and_read_facts(tmp_path: Path) -> None:
     assert [d.numa_node for d in found] == [None, 1]
     assert {d.driver for d in found} == {"nvidia"}
     assert found[0].device == 0x2330
+
+
+LISTED = "0000\t80860d57\t0\t               0\n0008\t10de2330\t0\t      4000000004\n"
+"""``/proc/bus/pci/devices`` listing an Intel bridge and an NVIDIA H100 (vendor, device ids)."""
+
+
+def pci_tree(root: Path, functions: dict[str, int], listing: str | None) -> None:
+    """``functions`` (bus id -> vendor) under sysfs, and ``listing`` as /proc/bus/pci/devices."""
+    for bus, vendor in functions.items():
+        directory = root / "sys/bus/pci/devices" / bus
+        directory.mkdir(parents=True)
+        (directory / "vendor").write_text(f"0x{vendor:04x}\n")
+    if listing is not None:
+        (root / "proc/bus/pci").mkdir(parents=True)
+        (root / "proc/bus/pci/devices").write_text(listing)
+
+
+def test_pci_devices_read_no_function_of_a_vendor_the_kernel_lists_none_of(
+    tmp_path: Path,
+) -> None:
+    pci_tree(tmp_path, {"0000:00:00.0": 0x8086, "0000:00:01.0": 0x10DE}, LISTED)
+    host = ReadsRecorded(tmp_path)
+    assert pci_devices(host, 0x1AE0) == []  # no Google function: one read, not one a function
+    assert host.read == ["/proc/bus/pci/devices"]
+    assert [d.bus_id for d in pci_devices(host, 0x10DE)] == ["0000:00:01.0"]
+    other = tmp_path / "elsewhere"
+    pci_tree(other, {"0000:00:01.0": 0x1AE0}, None)
+    moved = ReadsRecorded(tmp_path)
+    found = pci_devices(moved, 0x1AE0, "/elsewhere/sys/bus/pci/devices")  # not the machine's
+    assert [d.bus_id for d in found] == ["0000:00:01.0"]
+    assert "/proc/bus/pci/devices" not in moved.read
+
+
+@pytest.mark.parametrize(
+    "listing",
+    [None, "", "0000 10de2330 0\n", "0000\t10de23\t0\n", "0000\n"],
+    ids=["missing", "empty", "spaces", "short ids", "one field"],
+)
+def test_pci_devices_read_every_function_where_the_listing_cannot_say(
+    tmp_path: Path, listing: str | None
+) -> None:
+    pci_tree(tmp_path, {"0000:00:00.0": 0x8086, "0000:00:01.0": 0x1AE0}, listing)
+    assert [d.bus_id for d in pci_devices(FakeHost(root=tmp_path), 0x1AE0)] == ["0000:00:01.0"]
+
+
+@given(
+    st.dictionaries(
+        st.integers(0, 255).map(lambda n: f"0000:{n:02x}:00.0"),
+        st.sampled_from([0x8086, 0x10DE, 0x1AE0, 0x1002]),
+        max_size=6,
+    ),
+    st.sampled_from([0x8086, 0x10DE, 0x1AE0, 0x1002, 0x1D0F]),
+)
+def test_the_listing_never_changes_what_pci_devices_finds(
+    functions: dict[str, int], vendor: int
+) -> None:
+    with tempfile.TemporaryDirectory() as listed, tempfile.TemporaryDirectory() as unlisted:
+        lines = "".join(f"{n:04x}\t{v:04x}1234\t0\n" for n, v in enumerate(functions.values()))
+        pci_tree(Path(listed), functions, lines)
+        pci_tree(Path(unlisted), functions, None)
+        found = pci_devices(FakeHost(root=listed), vendor)
+        assert found == pci_devices(FakeHost(root=unlisted), vendor)
+        assert [d.bus_id for d in found] == sorted(b for b, v in functions.items() if v == vendor)
 
 
 def test_read_int_notes_non_numbers(tmp_path: Path) -> None:

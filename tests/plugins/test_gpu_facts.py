@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import pathlib
 from types import ModuleType
-from typing import Any, Optional
+from typing import Any
 
 import accelkit
 import pytest
@@ -26,6 +26,7 @@ from accelkit.detect import (
 from accelkit.device import Device
 from accelkit.diagnostics import collecting
 from accelkit_plugins.amd.kfd import kfd_bus_id, kfd_gpu_nodes
+from core_fakes import ReadsRecorded
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -264,18 +265,6 @@ def test_drm_devices_count_a_card_and_its_render_node_once(tmp_path: pathlib.Pat
         "/sys/class/drm/card1/device/class",
         "/sys/class/drm/renderD128/device/vendor",
     ]
-
-
-class ReadsRecorded(accelkit.FakeHost):
-    """A host that records the files read through it, in order."""
-
-    def __init__(self, root: pathlib.Path) -> None:
-        super().__init__(root=root)
-        self.read: list[str] = []
-
-    def read_text(self, path: str) -> Optional[str]:
-        self.read.append(path)
-        return super().read_text(path)
 
 
 def test_kfd_gpu_nodes_and_their_bus_ids(tmp_path: pathlib.Path) -> None:

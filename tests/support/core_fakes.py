@@ -165,3 +165,15 @@ class Provides:
     @hookimpl
     def accelkit_register_managers(self) -> list[AcceleratorManager]:
         return self.managers
+
+
+class ReadsRecorded(FakeHost):
+    """A host that records the files read through it, in order: what a detection reads."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root=root)
+        self.read: list[str] = []
+
+    def read_text(self, path: str) -> Optional[str]:
+        self.read.append(path)
+        return super().read_text(path)
