@@ -257,6 +257,7 @@ def test_drm_devices_count_a_card_and_its_render_node_once(tmp_path: pathlib.Pat
     assert found is not None and found[0].device == 0x1234 and found[0].numa_node == 0
     # Of the other vendor's GPU, only its vendor; of the render node, only its vendor too.
     assert host.read == [
+        "/proc/bus/pci/devices",  # missing in this tree: every DRM node's vendor is read
         "/sys/class/drm/card0/device/vendor",
         "/sys/class/drm/card1/device/vendor",
         "/sys/class/drm/card1/device/numa_node",
@@ -265,6 +266,20 @@ def test_drm_devices_count_a_card_and_its_render_node_once(tmp_path: pathlib.Pat
         "/sys/class/drm/card1/device/class",
         "/sys/class/drm/renderD128/device/vendor",
     ]
+
+
+def test_drm_devices_read_no_node_of_a_vendor_the_kernel_lists_no_function_of(
+    tmp_path: pathlib.Path,
+) -> None:
+    pci(tmp_path, "0000:17:00.0", "0x10de")
+    (tmp_path / "sys/class/drm/card0").mkdir(parents=True)
+    (tmp_path / "sys/class/drm/card0/device").symlink_to("/sys/bus/pci/devices/0000:17:00.0")
+    (tmp_path / "proc/bus/pci").mkdir(parents=True)
+    (tmp_path / "proc/bus/pci/devices").write_text("1700\t10de2330\t0\n")
+    host = ReadsRecorded(root=tmp_path)
+    assert drm_devices(host, 0x1002) == []  # an NVIDIA server: AMD's fallback reads one file
+    assert host.read == ["/proc/bus/pci/devices"]
+    assert [d.bus_id for d in drm_devices(host, 0x10DE) or []] == ["0000:17:00.0"]
 
 
 def test_kfd_gpu_nodes_and_their_bus_ids(tmp_path: pathlib.Path) -> None:

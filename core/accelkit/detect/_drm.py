@@ -12,7 +12,7 @@ import posixpath
 import re
 from typing import Optional
 
-from accelkit.detect._layers import PciDevice, pci_device_at, read_int
+from accelkit.detect._layers import PciDevice, listed_vendors, pci_device_at, read_int
 from accelkit.host import Host
 
 __all__ = ["drm_devices"]
@@ -23,11 +23,16 @@ def drm_devices(host: Host, vendor: int) -> Optional[list[PciDevice]]:
 
     A GPU has both a card and a render node: they are deduplicated by bus id and returned in
     bus order. Only the ``vendor`` file of another vendor's GPU is read, and a GPU's facts are
-    read once. None when ``/sys/class/drm`` does not exist (no DRM at all).
+    read once; none at all when the kernel's listing of PCI functions has none of ``vendor``
+    (see :func:`~accelkit.detect.pci_devices`). None when ``/sys/class/drm`` does not exist (no
+    DRM at all).
     """
     base = "/sys/class/drm"
     if not host.is_dir(base):
         return None
+    listed = listed_vendors(host)
+    if listed is not None and vendor not in listed:
+        return []  # a DRM GPU of the vendor is one of its PCI functions, and it has none
     found: dict[str, PciDevice] = {}
     for name in host.listdir(base):
         if not re.fullmatch(r"(card|renderD)[0-9]+", name):

@@ -35,6 +35,7 @@ __all__ = [
     "call_probe",
     "detect_layers",
     "import_library",
+    "listed_vendors",
     "normalise_bus_id",
     "numa_node",
     "parse_csv",
@@ -310,7 +311,7 @@ def pci_devices(host: Host, vendor: int, directory: str = PCI_FUNCTIONS) -> list
     read first: when it lists none of ``vendor``, there are none. Where it is missing, empty or
     not in the format known, every function is read as before.
     """
-    listed = _listed_vendors(host) if directory == PCI_FUNCTIONS else None
+    listed = listed_vendors(host) if directory == PCI_FUNCTIONS else None
     if listed is not None and vendor not in listed:
         return []
     found: list[PciDevice] = []
@@ -322,7 +323,7 @@ def pci_devices(host: Host, vendor: int, directory: str = PCI_FUNCTIONS) -> list
     return sorted(found, key=lambda d: d.bus_id)
 
 
-def _listed_vendors(host: Host) -> Optional[set[int]]:
+def listed_vendors(host: Host) -> Optional[set[int]]:
     """The vendors of the functions ``/proc/bus/pci/devices`` lists (a line per function, its
     second field the vendor and device ids in hex, ``10de2330``); None where it cannot say."""
     text = host.read_text(PCI_LISTING)
