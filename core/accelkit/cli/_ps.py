@@ -57,8 +57,9 @@ def run(args: argparse.Namespace) -> int:
     ledger = open_ledger(args, host=host_from_args(args) if args.host else None)
     view = ledger.view()
     free = _free(ledger, view) if args.host else None
-    node = ledger.node.devices if args.host else []
-    shared = shared_resources([*node, *(d for h in view.holdings for d, _share in h.grant.devices)])
+    node_devices = ledger.node.devices if args.host else []
+    held = [device for h in view.holdings for device, _share in h.grant.devices]
+    shared = shared_resources([*node_devices, *held])  # whose ids alone are ambiguous
     now = time.time()
     holdings = _in_tree_order(view.holdings)
     if args.json:
@@ -129,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     if free is not None:
         print()
         whole = [(device, 1.0) for device in free]
-        print(f"free: {devices_text(whole, shared_resources(node))}")
+        print(f"free: {devices_text(whole, shared_resources(node_devices))}")
     return EXIT_OK
 
 
