@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import tempfile
 import types
 from pathlib import Path
 from typing import Any, Optional
@@ -12,6 +14,8 @@ from accelkit.errors import ProbeError
 from accelkit.host import CommandResult, FakeHost, HostView
 from accelkit.host import _fake as fake_host_module
 from accelkit.host._base import natural_key, resolve_under
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 def test_an_empty_fake_host_exposes_nothing_of_the_real_machine() -> None:
@@ -217,6 +221,27 @@ def test_listdir_and_glob_use_natural_order(tmp_path: Path) -> None:
     assert host.glob("/sys/class/*/card2") == ["/sys/class/drm/card2"]
     assert host.listdir("/sys/missing") == []
     assert sorted(["card10", "card2"], key=natural_key) == ["card2", "card10"]
+
+
+NAMES = st.text(alphabet="aAcrd0129.-_[]", min_size=1, max_size=8).filter(
+    lambda name: name not in (".", "..")
+)
+
+
+@given(
+    st.sets(NAMES, max_size=12),
+    st.sampled_from(["card[0-9]*", "*", "?", "A*", "*[]]*", "[!a]*", "*.*", "a?c*", "d[0-2]"]),
+)
+def test_glob_matches_each_name_as_fnmatchcase_and_sorts_the_matches_naturally(
+    names: set[str], pattern: str
+) -> None:
+    with tempfile.TemporaryDirectory() as root:
+        os.mkdir(os.path.join(root, "dev"))
+        for name in names:
+            open(os.path.join(root, "dev", name), "w").close()
+        found = FakeHost(root=root).glob(f"/dev/{pattern}")
+    expected = sorted((n for n in names if fnmatch.fnmatchcase(n, pattern)), key=natural_key)
+    assert found == [f"/dev/{name}" for name in expected]
 
 
 def test_glob_lists_dangling_symlinks_as_the_machine_would(tmp_path: Path) -> None:
