@@ -1,23 +1,24 @@
-"""Detection on a server's PCI bus: does `accelkit ls` cost more where the bus holds more?
+"""Detection on a server: does `accelkit ls` cost more where the machine holds more?
 
-Run: ``python benchmarks/pci_bus.py [--functions N] [--rounds R]``.
+Run: ``python benchmarks/server_node.py [--functions N] [--dev-entries D] [--rounds R]``.
 
 The example nodes record only what their vendor's detection read, so none holds a whole PCI
-bus; a server has hundreds of functions (bridges, switches, NICs, NVMe), and the families that
-look for their devices on the bus (TPU on every machine without TPU device files, the DRM walks
-of AMD and Intel) read files there. This writes, in a temporary directory, the example
-``nvidia-h100-8gpu`` node with such a bus added: ``N`` functions (its 8 GPUs among them) under
+bus or ``/dev``. A server has hundreds of PCI functions (bridges, switches, NICs, NVMe) and
+thousands of device files (terminals, loop devices, disks), and detection looks there: TPU on
+the bus on every machine without TPU device files, AMD and Intel through DRM, TPU, Ascend and
+contrib plugins in ``/dev``. This writes, in a temporary directory, the example
+``nvidia-h100-8gpu`` node on such a server: ``N`` functions (its 8 GPUs among them) under
 ``/sys/bus/pci/devices``, the card and render node nvidia-drm makes per GPU under
-``/sys/class/drm``, and the kernel's one-file listing of the functions,
-``/proc/bus/pci/devices``. Each round then starts, as its own process and in the same order:
+``/sys/class/drm``, the kernel's one-file listing of the functions, ``/proc/bus/pci/devices``,
+and ``D`` entries in ``/dev``. Each round then starts, as its own process and in the same order:
 
 - ``bare``: ``python -c pass``;
-- ``recorded``: ``accelkit ls --json --host`` the example node as recorded (no bus);
-- ``bus``: the same on the node with its bus and the listing;
-- ``bus, no listing``: the same without ``/proc/bus/pci/devices`` (a container that hides it,
-  or a snapshot recorded by an accelkit that did not read it): every function is read.
+- ``recorded``: ``accelkit ls --json --host`` the example node as recorded;
+- ``server``: the same on the node on a server;
+- ``server, no listing``: the same without ``/proc/bus/pci/devices`` (a container that hides
+  it, or a snapshot recorded by an accelkit that did not read it): every function is read.
 
-Figures are medians over the rounds; ``bus / recorded`` is what the bus adds to a detection.
+Figures are medians over the rounds; ``server / recorded`` is what the server adds.
 """
 
 from __future__ import annotations
@@ -42,26 +43,30 @@ NVIDIA, INTEL, MELLANOX = 0x10DE, 0x8086, 0x15B3
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--functions", type=int, default=300, help="PCI functions on the bus")
+    parser.add_argument("--dev-entries", type=int, default=2000, help="entries in /dev")
     parser.add_argument("--rounds", type=int, default=21)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
-        listed = Path(scratch) / "bus"
-        unlisted = Path(scratch) / "bus-no-listing"
-        write_node(listed, args.functions, listing=True)
-        write_node(unlisted, args.functions, listing=False)
+        listed = Path(scratch) / "server"
+        unlisted = Path(scratch) / "server-no-listing"
+        write_node(listed, args.functions, args.dev_entries, listing=True)
+        write_node(unlisted, args.functions, args.dev_entries, listing=False)
         ls = [sys.executable, "-m", "accelkit.cli", "ls", "--json", "--host"]
         commands = {
             "bare": [sys.executable, "-c", "pass"],
             "recorded": [*ls, str(RECORDED)],
-            "bus": [*ls, str(listed)],
-            "bus, no listing": [*ls, str(unlisted)],
+            "server": [*ls, str(listed)],
+            "server, no listing": [*ls, str(unlisted)],
         }
         times = timed(commands, args.rounds)
     bare, recorded = times["bare"], times["recorded"]
-    print(f"{args.rounds} rounds, medians; a bus of {args.functions} PCI functions")
+    print(
+        f"{args.rounds} rounds, medians; {args.functions} PCI functions, "
+        f"{args.dev_entries} entries in /dev"
+    )
     for name, milliseconds in times.items():
         print(
-            f"  {name:16s} {milliseconds:7.1f} ms  {milliseconds / bare:5.2f}x bare  "
+            f"  {name:18s} {milliseconds:7.1f} ms  {milliseconds / bare:5.2f}x bare  "
             f"{milliseconds / recorded:5.2f}x recorded"
         )
 
@@ -77,8 +82,8 @@ def timed(commands: dict[str, list[str]], rounds: int) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
-def write_node(directory: Path, functions: int, *, listing: bool) -> None:
-    """The recorded H100 node with a bus of ``functions`` PCI functions added (see above)."""
+def write_node(directory: Path, functions: int, dev_entries: int, *, listing: bool) -> None:
+    """The recorded H100 node on a server (see above)."""
     shutil.copytree(RECORDED, directory, symlinks=True)
     root = directory / "root"
     snapshot = json.loads((RECORDED / "snapshot.json").read_text())
@@ -110,6 +115,21 @@ def write_node(directory: Path, functions: int, *, listing: bool) -> None:
     if listing:
         (root / "proc/bus/pci").mkdir(parents=True)
         (root / "proc/bus/pci/devices").write_text("".join(lines))
+    write_dev(root / "dev", dev_entries)
+
+
+def write_dev(dev: Path, entries: int) -> None:
+    """``entries`` device files as a server's ``/dev`` names them (placeholders: only names are
+    looked at), the GPUs' ``nvidia<N>`` among them."""
+    dev.mkdir(parents=True, exist_ok=True)
+    names = ["nvidiactl", "nvidia-uvm", *(f"nvidia{n}" for n in range(8))]
+    kinds = ("tty", "loop", "nvme0n1p", "sd", "vcs", "hidraw")
+    number = 0
+    while len(names) < entries:
+        names.append(f"{kinds[number % len(kinds)]}{number // len(kinds)}")
+        number += 1
+    for name in names:
+        (dev / name).touch()
 
 
 def gpu_bus_ids(snapshot: dict[str, Any]) -> list[str]:
