@@ -8,6 +8,7 @@ from pathlib import Path
 from accelkit import FakeHost
 from accelkit.detect import accel_files, device_files, vfio_files
 from accelkit_plugins.tpu import testing as fake
+from core_fakes import ReadsRecorded
 
 
 def test_vfio_groups_name_their_pci_functions_in_bus_order(tmp_path: Path) -> None:
@@ -49,3 +50,16 @@ def test_an_accel_file_without_a_pci_vendor_is_left_out(tmp_path: Path) -> None:
 
 def test_no_files_no_root() -> None:
     assert device_files(FakeHost(), 0x1AE0) == []
+
+
+def test_no_file_is_traced_for_a_vendor_the_kernel_lists_no_pci_function_of(
+    tmp_path: Path,
+) -> None:
+    fake.write_chips(tmp_path, 2)  # Google's TPU chips behind VFIO groups
+    (tmp_path / "proc/bus/pci").mkdir(parents=True)
+    listing = tmp_path / "proc/bus/pci/devices"
+    listing.write_text("0400\t1ae00063\t0\n0500\t1ae00063\t0\n")
+    host = ReadsRecorded(root=tmp_path)
+    assert device_files(host, 0x10DE) == []  # no NVIDIA function: no group is read
+    assert host.read == ["/proc/bus/pci/devices"]
+    assert len(device_files(host, 0x1AE0)) == 2

@@ -14,7 +14,7 @@ import posixpath
 from typing import NamedTuple
 
 from accelkit._visibility import is_index
-from accelkit.detect._layers import PciDevice, pci_device_at
+from accelkit.detect._layers import PciDevice, listed_vendors, pci_device_at
 from accelkit.host import Host
 
 __all__ = ["DeviceFile", "accel_files", "device_files", "vfio_files"]
@@ -61,7 +61,16 @@ def vfio_files(host: Host) -> list[DeviceFile]:
 
 
 def device_files(host: Host, vendor: int) -> list[DeviceFile]:
-    """Accel and VFIO device files backed by a PCI function of ``vendor``, one per function."""
+    """Accel and VFIO device files backed by a PCI function of ``vendor``, one per function.
+
+    Every such file is backed by a PCI function, so where the kernel's listing of them has none
+    of ``vendor`` there is nothing to trace (see :func:`~accelkit.detect.pci_devices`): a server
+    whose network cards are bound to VFIO for DPDK has a group per virtual function, each read
+    to find it is not the vendor's.
+    """
+    listed = listed_vendors(host)
+    if listed is not None and vendor not in listed:
+        return []
     seen: set[str] = set()
     found: list[DeviceFile] = []
     for file in (*accel_files(host), *vfio_files(host)):
