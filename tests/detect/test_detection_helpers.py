@@ -10,6 +10,7 @@ import pytest
 from accelkit import Device, FakeHost, Host
 from accelkit.detect import detect_layers, parse_csv, parse_json, pci_devices, read_int, run_command
 from accelkit.diagnostics import collecting
+from accelkit.host._base import MAX_READ_BYTES
 from core_fakes import ReadsRecorded
 from hypothesis import given
 from hypothesis import strategies as st
@@ -135,8 +136,16 @@ def test_pci_devices_read_no_function_of_a_vendor_the_kernel_lists_none_of(
 
 @pytest.mark.parametrize(
     "listing",
-    [None, "", "0000 10de2330 0\n", "0000\t10de23\t0\n", "0000\n"],
-    ids=["missing", "empty", "spaces", "short ids", "one field"],
+    [
+        None,
+        "",
+        "0000 10de2330 0\n",
+        "0000\t10de23\t0\n",
+        "0000\n",
+        "0000\t10de2330\t0\n0008\t10de",  # a last line cut short
+        "0000\t10de2330\t0\n" * (MAX_READ_BYTES // 16 + 1),  # past the read limit
+    ],
+    ids=["missing", "empty", "spaces", "short ids", "one field", "cut", "too long"],
 )
 def test_pci_devices_read_every_function_where_the_listing_cannot_say(
     tmp_path: Path, listing: str | None

@@ -27,7 +27,7 @@ from accelkit.device import MAX_DEVICES, Device
 from accelkit.diagnostics import Level, note
 from accelkit.errors import ProbeError
 from accelkit.host import Host, ProbeEnv
-from accelkit.host._base import ProbeFunction
+from accelkit.host._base import MAX_READ_BYTES, ProbeFunction
 
 __all__ = [
     "Layer",
@@ -327,13 +327,15 @@ def listed_vendors(host: Host) -> Optional[set[int]]:
     """The vendors of the functions ``/proc/bus/pci/devices`` lists (a line per function, its
     second field the vendor and device ids in hex, ``10de2330``); None where it cannot say."""
     text = host.read_text(PCI_LISTING)
+    if not text or not text.endswith("\n") or len(text) >= MAX_READ_BYTES:
+        return None  # missing, empty, or cut at the read limit: the rest might hold the vendor
     vendors: set[int] = set()
-    for line in (text or "").splitlines():
+    for line in text.splitlines():
         fields = line.split("\t")
         if len(fields) < 2 or not re.fullmatch(r"[0-9a-fA-F]{8}", fields[1]):
             return None
         vendors.add(int(fields[1][:4], 16))
-    return vendors or None
+    return vendors
 
 
 def pci_device_at(host: Host, path: str, bus_id: Optional[str] = None) -> PciDevice:
