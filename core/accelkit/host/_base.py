@@ -217,17 +217,17 @@ class Host:
             raise ValueError(f"host glob patterns are absolute, got {pattern!r}")
         matches = ["/"]
         for part in (p for p in pattern.split("/") if p):
-            following: list[str] = []
-            for base in matches:
-                if any(ch in part for ch in "*?["):
-                    matches_part = re.compile(fnmatch.translate(part)).match  # as fnmatchcase
-                    names = [n for n in self._names(base) if matches_part(n)]
-                    following.extend(posixpath.join(base, n) for n in names)
-                elif self.exists(posixpath.join(base, part)) or self.readlink(
-                    posixpath.join(base, part)
-                ):
-                    following.append(posixpath.join(base, part))
-            matches = following
+            if any(ch in part for ch in "*?["):
+                matches_part = re.compile(fnmatch.translate(part)).match  # as fnmatchcase does
+                matches = [
+                    posixpath.join(base, name)
+                    for base in matches
+                    for name in self._names(base)
+                    if matches_part(name)
+                ]
+            else:  # a dangling link is listed, as the machine's glob lists it
+                paths = (posixpath.join(base, part) for base in matches)
+                matches = [path for path in paths if self.exists(path) or self.readlink(path)]
         return sorted(matches, key=natural_key)
 
     # -- environment, commands, libraries ---------------------------------------------------
