@@ -29,6 +29,7 @@ class Device:
     node ("0", "GPU-…", "MIG-…", a Gaudi module id), so a grant's ids can be written as they are.
     A partition names its parent's id in ``parent``; a partition and its parent are never both
     allocatable. An ``exclusive`` device admits one process at a time, so it is granted whole.
+    A device that is not ``offered`` is one the runtime counts but no worker may use.
     """
 
     id: str
@@ -50,6 +51,14 @@ class Device:
     is granted whole, to one grant, never as a fraction and never shown to a grant's peers
     (``Grant.env(peers=...)``). Carried in a node's JSON only when True, so a node without such
     devices reads as it always did."""
+    offered: bool = True
+    """False for a device the family's runtime sees and numbers but no worker may use (an NVIDIA
+    GPU in the ``Prohibited`` compute mode, an integrated GPU the runtime does not support).
+    ``detect()`` still returns it, so that detection knows the device exists: it is never in the
+    node, yet a visibility variable naming it is read on past it, as the runtime reads it (the
+    runtime counts it), instead of ending there; and a variable naming only such devices makes
+    no stand-in devices. Say why with ``accelkit.note()``. Written by ``to_dict`` only when
+    False."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -69,21 +78,25 @@ class Device:
                 raise ValueError(f"Device {name} must be a str, got {shown(value)}")
         if self.index is not None and self.index < 0:
             raise ValueError(f"Device index must be a non-negative int, got {shown(self.index)}")
-        if not isinstance(self.exclusive, bool):
-            raise ValueError(f"Device exclusive must be True or False, got {shown(self.exclusive)}")
+        for name in _FLAGS:
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise ValueError(f"Device {name} must be True or False, got {shown(value)}")
 
     def replace(self, **changes: Any) -> Device:
         """A copy with ``changes`` applied (the dataclass is frozen)."""
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field, JSON-ready (``exclusive`` only when True); :meth:`from_dict` restores an
-        equal device."""
+        """Every field, JSON-ready (``exclusive`` only when True, ``offered`` only when False);
+        :meth:`from_dict` restores an equal device."""
         # Every field is a plain value, so no deep copy (``dataclasses.asdict``) is needed: this
         # runs for each device of each grant a ledger records.
         data = {name: getattr(self, name) for name in _FIELDS}
         if self.exclusive:
             data["exclusive"] = True
+        if not self.offered:
+            data["offered"] = False
         return data
 
     @classmethod
@@ -98,8 +111,10 @@ class Device:
             raise InvalidData(f"malformed device: {exc}") from None
 
 
-_FIELDS = tuple(f.name for f in dataclasses.fields(Device) if f.name != "exclusive")
-"""The fields :meth:`Device.to_dict` always writes (``exclusive`` only when it is True)."""
+_FLAGS = ("exclusive", "offered")
+_FIELDS = tuple(f.name for f in dataclasses.fields(Device) if f.name not in _FLAGS)
+"""The fields :meth:`Device.to_dict` always writes (the flags only where they differ from their
+defaults)."""
 _WHOLE_FIELDS = ("index", "memory_bytes", "numa_node")
 _REQUIRED_TEXT = ("family", "resource_name", "source")
 _TEXT_FIELDS = (*_REQUIRED_TEXT, "type_label", "model", "uuid", "pci_bus_id", "parent")

@@ -115,16 +115,17 @@ class AmdManager(AcceleratorManager):
         compute partitions with their own facts (``partitions``), integrated GPUs left out."""
         layers = (("library", from_amdsmi), ("command", from_amd_smi), ("sysfs", from_kfd))
         found = in_rocr_order(host, detect_layers(host, *layers, ("sysfs", from_drm)))
-        return [d for d in with_partitions(host, found) if offered(d)]
+        return [as_supported(d) for d in with_partitions(host, found)]
 
 
-def offered(device: Device) -> bool:
-    """Whether a GPU is offered: an integrated GPU ROCm does not support is not (it keeps its
-    ROCr ordinal, so the others keep theirs)."""
+def as_supported(device: Device) -> Device:
+    """The GPU, not ``offered`` when it is an integrated GPU ROCm does not support: ROCr still
+    counts it, so it keeps its ordinal (the others keep theirs) and a ``ROCR_VISIBLE_DEVICES``
+    naming it reads on past it."""
     if device.type_label not in INTEGRATED.values():
-        return True
+        return device
     note(f"GPU {device.id} ({device.type_label}) is an integrated GPU ROCm does not support")
-    return False
+    return device.replace(offered=False)
 
 
 def gpu(host: Host, index: int, facts: Any, bus: object, memory: Optional[int] = None) -> Device:

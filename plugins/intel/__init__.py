@@ -15,9 +15,10 @@ Level Zero discard alone leaves the OpenCL GPUs visible). Reading accepts bare l
 and selector terms (``level_zero:0,1;opencl:*``; ``*`` or ``gpu`` select all).
 
 Integrated GPUs share the vendor id 0x8086 and take a Level Zero ordinal too, so they are
-counted but never offered. The rule: on PCI layers (xpu-smi, sysfs) an integrated GPU is the
-function at 0000:00:02.0, where Intel has always put it; dpctl gives no bus id, so there a GPU
-is discrete when its name is a discrete product ("Data Center GPU ...", "Arc ... A770").
+counted but never offered (``Device.offered`` False). The rule: on PCI layers (xpu-smi, sysfs)
+an integrated GPU is the function at 0000:00:02.0, where Intel has always put it; dpctl gives no
+bus id, so there a GPU is discrete when its name is a discrete product ("Data Center GPU ...",
+"Arc ... A770").
 
 Detection: dpctl in a probe process (with the node's visibility variables lifted, so it names
 every device; the core applies them to the node), else ``xpu-smi discovery -j`` (cards sorted by
@@ -73,7 +74,6 @@ MASK_ID = r"^[0-9]+(\.[0-9]+)?$"  # a device or device.stack; no selector syntax
 XPU_SMI = ("xpu-smi", "discovery", "-j")
 PCI_ORDER = {"ZE_ENABLE_PCI_ID_DEVICE_ORDER": "1"}
 PROBE_ENV = {**PCI_ORDER, "ONEAPI_DEVICE_SELECTOR": None, "ZE_AFFINITY_MASK": None}
-Roots = list[Optional[Device]]  # a card's root devices; None for an integrated GPU
 
 
 class IntelManager(AcceleratorManager):
@@ -129,15 +129,18 @@ def level_zero_ids(value: Optional[str]) -> Optional[list[str]]:
     return None if {"*", "gpu"} & set(ids) else ids
 
 
-def card(host: Host, name: Any, pci: Any, bus: Any, uuid: Any = None, memory: Any = None) -> Roots:
+def card(
+    host: Host, name: Any, pci: Any, bus: Any, uuid: Any = None, memory: Any = None
+) -> list[Device]:
     """A card's root devices, unnumbered. A layer that lists PCI functions (bus id known) lists
     cards: in FLAT mode each is split into its stacks. dpctl lists root devices as they are. An
-    integrated GPU is ``[None]``: it is not offered, yet it takes a Level Zero ordinal."""
+    integrated GPU is one device, not ``offered``: Level Zero counts it (it takes an ordinal, and
+    a visibility list naming it reads on past it)."""
     known, bus_id = MODELS.get(parse_int(pci) or 0), normalise_bus_id(bus)
     model = str(name) if known is None or re.search(DISCRETE, str(name)) else known
     if bus_id == INTEGRATED_BUS or (bus_id is None and not re.search(DISCRETE, model)):
         note(f"{model} ({bus_id or 'no bus id'}) is an integrated GPU: counted, not offered")
-        return [None]
+        return [Device("0", model=model, pci_bus_id=bus_id, offered=False)]
     label = type_label(model, TYPE_LABELS, ("Graphics",), "Intel")
     hierarchy = host.env.get("ZE_FLAT_DEVICE_HIERARCHY", "FLAT").strip().upper()
     stacks = STACKS.get(label or "", 1) if bus_id and hierarchy in STACKS_ARE_ROOTS else 1
@@ -146,10 +149,10 @@ def card(host: Host, name: Any, pci: Any, bus: Any, uuid: Any = None, memory: An
     return [Device("0", type_label=label, **facts)] * stacks
 
 
-def numbered(cards: Iterable[Roots]) -> list[Device]:
+def numbered(cards: Iterable[list[Device]]) -> list[Device]:
     """Root devices numbered in Level Zero order, which counts integrated GPUs too."""
     roots = [device for card_roots in cards for device in card_roots]
-    return [d.replace(id=str(n), index=n) for n, d in enumerate(roots) if d is not None]
+    return [d.replace(id=str(n), index=n) for n, d in enumerate(roots)]
 
 
 def dpctl_probe(import_module: Callable[[str], Any]) -> list[list[Any]]:

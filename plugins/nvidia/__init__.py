@@ -12,10 +12,11 @@ A MIG-enabled GPU is never handed out by its index: each MIG instance is a devic
 one per grant (the core's default ``partitions_per_grant``: a CUDA process uses one instance).
 Where the instances cannot be listed, the GPU is left out with a diagnostic.
 
-A GPU's compute mode (``modes``) decides how it is offered: not at all in ``Prohibited``, and
-whole, to one grant at a time, in ``Exclusive_Process`` (``Device.exclusive``). A fact one GPU
-cannot give NVML (memory on a GB10, PCI facts on a Jetson) is left empty with a note; the GPU
-stays (``nvml``).
+A GPU's compute mode (``modes``) decides how it is offered: not at all in ``Prohibited`` (it
+is returned with ``offered=False``: CUDA counts it, so ``CUDA_VISIBLE_DEVICES`` reads on past
+it), and whole, to one grant at a time, in ``Exclusive_Process`` (``Device.exclusive``). A fact
+one GPU cannot give NVML (memory on a GB10, PCI facts on a Jetson) is left empty with a note;
+the GPU stays (``nvml``).
 
 Detection: NVML (``pynvml``, no CUDA context), else ``nvidia-smi``'s CSV query, else
 ``/proc/driver/nvidia/gpus/<bus id>/information`` numbered by bus id, as NVML numbers them, else

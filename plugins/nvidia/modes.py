@@ -5,7 +5,8 @@ administrator set with ``nvidia-smi -c``: ``Default`` (any number of processes),
 ``Exclusive_Process`` (one process holds a context on the GPU at a time; a second one fails to
 create its context) and ``Prohibited`` (no process may create a context). ``Exclusive_Thread``
 is the mode older drivers had before ``Exclusive_Process`` replaced it; it admits one process
-too. So a Prohibited GPU is not offered, and an exclusive one is offered whole only
+too. So a Prohibited GPU is not offered (``Device.offered`` False: CUDA still counts it, so a
+``CUDA_VISIBLE_DEVICES`` naming it reads on past it), and an exclusive one is offered whole only
 (``Device.exclusive``: no fractions, one grant at a time, never shown to a grant's peers).
 A GPU whose mode cannot be read is offered as in ``Default``.
 """
@@ -44,14 +45,15 @@ def compute_mode(value: Union[int, str, None]) -> Optional[int]:
 
 def offered(devices: Sequence[Device], mode: Optional[int], gpu: object) -> list[Device]:
     """A GPU's devices (the GPU, or its MIG instances) as its compute mode lets them be offered:
-    none when Prohibited, each ``exclusive`` when one process at a time may use the GPU."""
+    each not ``offered`` when Prohibited, each ``exclusive`` when one process at a time may use
+    the GPU."""
     if mode == PROHIBITED:
         note(
             f"GPU {gpu} is in the Prohibited compute mode (no process may use it): not offered; "
             "`nvidia-smi -i <index> -c DEFAULT` makes it usable",
             "warning",
         )
-        return []
+        return [device.replace(offered=False) for device in devices]
     if mode in EXCLUSIVE:
         note(f"GPU {gpu} is in the {NAMES[mode]} compute mode: offered whole, to one grant")
         return [device.replace(exclusive=True) for device in devices]

@@ -178,7 +178,7 @@ def test_wrong_counts_are_caught(tmp_path: Path) -> None:
 
     failed = failures(AlwaysOne(), tmp_path)
     assert "found [Device(id='0'" in failed["empty_host"]
-    assert "found 1 device(s) on make_host(0); expected 0" in failed["requested_counts"]
+    assert "found 1 offered device(s) on make_host(0); expected 0" in failed["requested_counts"]
 
 
 def test_raising_for_a_missing_vendor_stack_is_caught(tmp_path: Path) -> None:

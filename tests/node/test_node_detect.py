@@ -247,8 +247,73 @@ def test_a_token_two_devices_match_names_neither(use_managers: MakeManagers) -> 
 def test_a_token_naming_an_excluded_device_does_not_end_the_list(generic: object) -> None:
     env = {"ACME_VISIBLE_DEVICES": "1,0", EXCLUDE_ENV: "acme:1"}
     node = detect_node(acme_host(env=env, csv=acme_csv(2)))
-    assert ids(node) == ["0"]
+    assert [(d.id, d.index) for d in node.devices] == [("0", 1)]  # the runtime counts 1 first
     assert levels(node, "warning") == []
+
+
+def withholding(use_managers: MakeManagers, **attributes: object) -> None:
+    """A family of three chips whose chip 1 its plugin does not offer."""
+    devices = [Device("0", uuid="C-0"), Device("1", uuid="C-1", offered=False), Device("2")]
+    use_managers(
+        static_manager(
+            "chip", "CHIP", devices, visible_devices_env_var="CHIP_VISIBLE", **attributes
+        )
+    )
+
+
+def test_a_device_not_offered_is_never_in_the_node_but_counts_as_detected(
+    use_managers: MakeManagers,
+) -> None:
+    withholding(use_managers)
+    node = detect_node(FakeHost())
+    assert [(d.id, d.index) for d in node.devices] == [("0", 0), ("2", 2)]
+    assert node.resources == {"CHIP": 2.0}
+    assert node.detected == {"chip": 3}  # both chips are not the whole host
+    assert Node.from_dict(node.to_dict()) == node
+
+
+@pytest.mark.parametrize(
+    ("value", "visible"),
+    [
+        ("0,1,2", [("0", 0), ("2", 2)]),  # the runtime counts chip 1: read on past it
+        ("C-1,2", [("2", 1)]),  # named by the family's own matching (a UUID) too
+        ("2,1,0", [("2", 0), ("0", 2)]),
+        ("1,7,0", []),  # 7 names nothing: the list still ends there
+    ],
+)
+def test_a_token_naming_a_device_not_offered_does_not_end_the_list(
+    use_managers: MakeManagers, value: str, visible: list[tuple[str, int]]
+) -> None:
+    def matches(self: object, token: str, device: Device) -> bool:
+        return token == device.uuid or AcceleratorManager.matches(self, token, device)  # type: ignore[arg-type]
+
+    withholding(use_managers, matches=matches)
+    node = detect_node(FakeHost(env={"CHIP_VISIBLE": value}))
+    assert [(d.id, d.index) for d in node.devices] == visible
+    ends = [w for w in levels(node, "warning") if "stops reading the list there" in w]
+    assert len(ends) == ("7" in value)
+
+
+def test_a_variable_naming_only_devices_not_offered_makes_no_stand_ins(
+    use_managers: MakeManagers,
+) -> None:
+    devices = [Device("0", offered=False)]
+    use_managers(static_manager("chip", "CHIP", devices, visible_devices_env_var="CHIP_VISIBLE"))
+    node = detect_node(FakeHost(env={"CHIP_VISIBLE": "0"}))
+    assert node.devices == [] and node.resources == {}
+    assert node.detected == {"chip": 1}
+    assert levels(node, "warning") == []
+
+
+def test_an_override_never_names_a_device_the_host_has(use_managers: MakeManagers) -> None:
+    # logical devices take free ids: not the unoffered chip's, nor an excluded one's
+    withholding(use_managers)
+    node = detect_node(FakeHost(env={EXCLUDE_ENV: "chip:2"}), {"CHIP": 3})
+    assert [(d.id, d.source) for d in node.devices] == [
+        ("0", ""),
+        ("3", "override"),
+        ("4", "override"),
+    ]
 
 
 def test_a_value_that_reads_as_nothing_by_accident_is_a_warning(

@@ -141,10 +141,34 @@ def test_a_ryzen_igpu_beside_a_discrete_gpu_is_not_offered_and_keeps_its_ordinal
     )
     amd_hosts.write_sysfs(tmp_path, [first, raphael, second])  # KFD order: as ROCr counts them
     devices, notes = run_detect(MANAGER, accelkit.FakeHost(root=tmp_path))
-    assert [d.id for d in devices] == ["0", "2"]  # ROCR_VISIBLE_DEVICES=1 would be the iGPU
+    # ROCR_VISIBLE_DEVICES=1 would be the iGPU: it keeps its ordinal, and is not offered
+    assert [(d.id, d.offered) for d in devices] == [("0", True), ("1", False), ("2", True)]
     assert "info: GPU 1 (AMD-Radeon-Raphael-iGPU) is an integrated GPU ROCm does not" in notes
     node = accelkit.detect_node(accelkit.FakeHost(root=tmp_path))
     assert node.resources["GPU"] == 2.0
+    assert node.detected == {"amd": 3}  # a grant of both GPUs is not a grant of the whole host
     grants = [accelkit.Allocator(node).acquire({"GPU": 2})]
     assert grants[0] is not None
     assert grants[0].env({}, hooks=False)["ROCR_VISIBLE_DEVICES"] == "0,2"
+
+
+@pytest.mark.parametrize(
+    ("value", "offered"),
+    [
+        ("0,1,2", [("0", 0), ("2", 2)]),  # ROCr reads on past the iGPU, which keeps ordinal 1
+        ("1,2", [("2", 1)]),
+        ("1", []),  # only the iGPU: nothing offered, and no stand-in GPU made of the value
+    ],
+)
+def test_rocr_visible_devices_naming_the_igpu_reads_on_past_it(
+    tmp_path: pathlib.Path, value: str, offered: list[tuple[str, int]]
+) -> None:
+    first, second = fake.fake_amdgpus(2, device_id=0x7550)
+    raphael = fake.FakeAmdGpu(
+        "0000:12:00.0", 0, "AMD Radeon Graphics", device_id=0x164E, vram_mib=512, simd_count=8
+    )
+    amd_hosts.write_sysfs(tmp_path, [first, raphael, second])
+    host = accelkit.FakeHost(root=tmp_path, env={"ROCR_VISIBLE_DEVICES": value})
+    node = accelkit.detect_node(host)
+    assert [(d.id, d.index) for d in node.devices] == offered
+    assert not [d for d in node.diagnostics if d.level != "info"]  # nothing cut short

@@ -221,8 +221,9 @@ def test_an_integrated_gpu_keeps_its_ordinal_and_is_not_offered(
 ) -> None:
     arc = fake.FakeCard("0000:04:00.0", 0x56A0, "Intel(R) Arc(TM) A770 Graphics")
     devices, notes = run_detect(MANAGER, host_with(tmp_path, [fake.INTEGRATED, arc], sysfs=True))
-    assert [(d.id, d.pci_bus_id, d.type_label) for d in devices] == [
-        ("1", arc.bus_id, "Intel-Arc-A770")
+    assert [(d.id, d.pci_bus_id, d.type_label, d.offered) for d in devices] == [
+        ("0", fake.INTEGRATED.bus_id, None, False),
+        ("1", arc.bus_id, "Intel-Arc-A770", True),
     ]
     assert "integrated GPU: counted, not offered" in notes
 
@@ -234,7 +235,25 @@ def test_an_integrated_gpu_in_xpu_smi_is_not_offered(
     devices, _ = run_detect(
         MANAGER, host_with(tmp_path, cards, xpu_smi=(0, fake.xpu_smi_output(cards)))
     )
-    assert [d.id for d in devices] == ["1", "2"]
+    assert [(d.id, d.offered) for d in devices] == [("0", False), ("1", True), ("2", True)]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "offered"),
+    [
+        ("ONEAPI_DEVICE_SELECTOR", "level_zero:0,1", [("1", 1)]),  # read on past the iGPU
+        ("ZE_AFFINITY_MASK", "0,1", [("1", 1)]),
+        ("ONEAPI_DEVICE_SELECTOR", "level_zero:0", []),  # the iGPU alone: no stand-in GPU
+    ],
+)
+def test_a_visibility_list_naming_the_integrated_gpu_reads_on_past_it(
+    tmp_path: pathlib.Path, variable: str, value: str, offered: list[tuple[str, int]]
+) -> None:
+    arc = fake.FakeCard("0000:04:00.0", 0x56A0, "Intel(R) Arc(TM) A770 Graphics")
+    node = accelkit.detect_node(host_with(tmp_path, [fake.INTEGRATED, arc], env={variable: value}))
+    assert [(d.id, d.index) for d in node.devices] == offered
+    assert node.detected == {"intel": 2}
+    assert not [d for d in node.diagnostics if d.level != "info"]
 
 
 def test_dpctl_gives_root_devices_as_sycl_sees_them(
@@ -247,10 +266,12 @@ def test_dpctl_gives_root_devices_as_sycl_sees_them(
     ]
     host = host_with(tmp_path, [], dpctl=fake.fake_dpctl(roots))
     devices, notes = run_detect(MANAGER, host)
-    assert [(d.id, d.type_label, d.memory_bytes, d.source) for d in devices] == [
-        ("1", "Intel-GPU-Max-1550", 64 * GIB, "library"),
-        ("2", "Intel-GPU-Max-1550", 64 * GIB, "library"),
+    assert [(d.id, d.type_label, d.memory_bytes, d.offered) for d in devices] == [
+        ("0", None, None, False),  # the integrated GPU: counted, never offered
+        ("1", "Intel-GPU-Max-1550", 64 * GIB, True),
+        ("2", "Intel-GPU-Max-1550", 64 * GIB, True),
     ]
+    assert {d.source for d in devices} == {"library"}
     assert "UHD Graphics 770 (no bus id) is an integrated GPU" in notes
 
 

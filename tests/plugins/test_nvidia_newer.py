@@ -56,7 +56,11 @@ def test_a_prohibited_gpu_is_not_offered_and_an_exclusive_one_is_whole(
     else:
         host = smi_host(tmp_path, gpus)
     devices, notes = run_detect(MANAGER, host)
-    assert [(d.id, d.exclusive) for d in devices] == [("0", False), ("2", True)]
+    assert [(d.id, d.exclusive, d.offered) for d in devices] == [
+        ("0", False, True),
+        ("1", False, False),  # CUDA counts it: returned, so that detection knows it is there
+        ("2", True, True),
+    ]
     assert "warning: GPU 1 is in the Prohibited compute mode (no process may use it)" in notes
     assert "GPU 2 is in the Exclusive_Process compute mode: offered whole, to one grant" in notes
 
@@ -92,8 +96,34 @@ def test_a_mig_gpu_in_prohibited_mode_offers_no_instance(
     migs = (fake.FakeMig("MIG-11111111-2222-3333-4444-000000000001"),)
     gpus = [dataclasses.replace(fake.fake_gpus(1)[0], migs=migs, compute_mode=PROHIBITED)]
     devices, notes = run_detect(MANAGER, nvml_host(tmp_path, gpus, emulated_pynvml(gpus)))
-    assert devices == []
+    assert [(d.id, d.parent, d.offered) for d in devices] == [(migs[0].uuid, "0", False)]
     assert "Prohibited compute mode" in notes
+    assert accelkit.detect_node(nvml_host(tmp_path, gpus, emulated_pynvml(gpus))).devices == []
+
+
+@pytest.mark.parametrize(
+    ("value", "offered"),
+    [
+        # CUDA counts a Prohibited GPU: the list goes on past it, and GPU 2 keeps ordinal 2
+        ("0,1,2", [("0", 0), ("2", 2)]),
+        ("2,1,0", [("2", 0), ("0", 2)]),
+        ("GPU-00000000-0000-0000-0000-000000000001,2", [("2", 1)]),  # by UUID too
+        ("1", []),  # the Prohibited GPU alone: no stand-in GPU made of the variable
+    ],
+)
+def test_cuda_visible_devices_naming_a_prohibited_gpu_reads_on_past_it(
+    tmp_path: pathlib.Path, value: str, offered: list[tuple[str, int]]
+) -> None:
+    gpus = [dataclasses.replace(g, compute_mode=DEFAULT) for g in three_modes()]
+    gpus[1] = dataclasses.replace(gpus[1], compute_mode=PROHIBITED)
+    nvidia_hosts.write_sysfs(tmp_path, gpus)
+    env = {"CUDA_VISIBLE_DEVICES": value}
+    host = accelkit.FakeHost(root=tmp_path, env=env, modules={"pynvml": emulated_pynvml(gpus)})
+    node = accelkit.detect_node(host)
+    assert [(d.id, d.index) for d in node.devices] == offered
+    assert node.detected == {"nvidia": 3}
+    warnings = [d.message for d in node.diagnostics if d.level == "warning"]
+    assert len(warnings) == 1 and "GPU 1 is in the Prohibited compute mode" in warnings[0]
 
 
 # -- MIG profiles ----------------------------------------------------------------------------------

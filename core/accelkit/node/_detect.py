@@ -10,13 +10,17 @@ per family and in the order of :data:`STEPS`:
 1. **Partitions** (here). A device whose id is another device's ``parent`` (a MIG-enabled GPU
    listed beside its instances) is dropped with a warning: a partition and its parent are never
    both allocatable.
-2. **Claims** (:mod:`accelkit.node._claims`): a variable a detected family declares as its own
+2. **Withheld** (here). A device ``detect()`` returns with ``offered=False`` (a Prohibited
+   GPU, an integrated GPU its runtime does not support) is set aside: never in the node, yet
+   counted as detected, so its family's variable makes no stand-in devices, and a visibility
+   token naming it is passed over as the runtime passes over it (step 5).
+3. **Claims** (:mod:`accelkit.node._claims`): a variable a detected family declares as its own
    (MetaX's runtime reads ``CUDA_VISIBLE_DEVICES``) makes no devices of another family; two
    families with devices claiming one variable are an error naming both.
-3. **Exclusions** (:mod:`accelkit.node._operator`): ``ACCELKIT_EXCLUDE_DEVICES`` removes devices.
-4. **Visibility** (:mod:`accelkit.node._visibility`): a family's visibility variable, when set,
+4. **Exclusions** (:mod:`accelkit.node._operator`): ``ACCELKIT_EXCLUDE_DEVICES`` removes devices.
+5. **Visibility** (:mod:`accelkit.node._visibility`): a family's visibility variable, when set,
    restricts what exists and supplies the ids; with nothing detected, its ids are logical devices.
-5. **Overrides** (:mod:`accelkit.node._operator`): ``overrides=`` and
+6. **Overrides** (:mod:`accelkit.node._operator`): ``overrides=`` and
    ``ACCELKIT_OVERRIDE_RESOURCES`` resize device resources or add plain capacity.
 
 Then resources and labels (:mod:`accelkit.node._resources`) are computed from what is left. A
@@ -154,6 +158,13 @@ def _step_partitions(state: Detection) -> None:
             family.detected = list(family.devices)
 
 
+def _step_withheld(state: Detection) -> None:
+    """A device its plugin does not offer is set aside; it stays counted as detected."""
+    for family in state.families:
+        family.withheld = [d for d in family.devices if not d.offered]
+        family.devices = [d for d in family.devices if d.offered]
+
+
 def _step_devices(state: Detection) -> None:
     """The node's devices are what the families kept; it also carries each family's detected
     count and declared policy, so a scheduler allocates over its JSON without the plugins."""
@@ -165,6 +176,7 @@ def _step_devices(state: Detection) -> None:
 STEPS: tuple[tuple[str, Callable[[Detection], None]], ...] = (
     ("detect", _step_detect),
     ("partitions", _step_partitions),
+    ("withheld", _step_withheld),
     ("claims", step_claims),
     ("read visibility", step_read_visibility),
     ("exclusions", step_exclusions),

@@ -209,8 +209,11 @@ def _resize(owners: list[Family], override: Override, sink: list[Diagnostic]) ->
             f"device(s), but {family.restriction} allows {len(family.devices)}: raise the "
             "variable's list or lower the override"
         )
-    used = {d.id for d in family.devices} | {str(d.index) for d in family.devices}
-    used |= {d.parent for d in family.devices if d.parent}
+    # a logical device must not take the id of one the host has: not an excluded one, nor one
+    # its family does not offer (a grant would write that id, and show the worker that device)
+    existing = [*family.devices, *family.excluded, *family.withheld]
+    used = {d.id for d in existing} | {str(d.index) for d in existing}
+    used |= {d.parent for d in existing if d.parent}
     free = (str(n) for n in range(target + len(used) + 1) if str(n) not in used)
     extra = [next(free) for _ in range(target - have)]
     start = max((d.index or 0 for d in family.devices), default=-1) + 1

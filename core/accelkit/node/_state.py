@@ -50,6 +50,7 @@ class Family:
         "origin",
         "restriction",
         "tokens",
+        "withheld",
     )
 
     def __init__(self, manager: AcceleratorManager, host: Host, origin: AcceleratorManager) -> None:
@@ -62,8 +63,8 @@ class Family:
         self.origin = origin
         """The registry's manager the copy was made from (the key of a hung ``detect()``)."""
         self.detected: list[Device] = []
-        """What ``detect()`` found (partition parents left out): the node's ``detected``
-        count."""
+        """What ``detect()`` found (partition parents left out), offered or not: the node's
+        ``detected`` count."""
         self.devices: list[Device] = []
         self.tokens: Optional[list[str]] = None
         """What the family's visibility variable names; None when it is unset."""
@@ -71,6 +72,9 @@ class Family:
         """``VAR='value'`` of the visibility variable that restricts the family, None when
         free."""
         self.excluded: list[Device] = []
+        self.withheld: list[Device] = []
+        """What ``detect()`` found but does not offer (``Device.offered`` False): never in the
+        node, yet its runtime counts it, so a visibility variable naming it reads on."""
 
 
 def working_copy(manager: AcceleratorManager) -> AcceleratorManager:

@@ -14,11 +14,14 @@ runtime does (where a list stops, what a token means); matching its tokens to th
 devices happens here, with the manager's ``matches``. The first token that names no detected
 device (or names two: a UUID prefix they share) ends the list, with a warning, because CUDA, HIP
 and ROCr stop reading there: ``CUDA_VISIBLE_DEVICES=1,0`` on a one-GPU node shows nothing. Such a
-token never becomes a device of its own. A token naming an excluded device, or a device whose
-partitions are listed in its place, is left out and the list goes on (the runtime sees that
-device); a device named twice is kept once, with a warning. A value that makes nothing visible by
-accident (not ``""``/``NoDevFiles``) is a warning too. Only when the family detected nothing do
-its tokens become logical devices (source ``"env"``: ``CUDA_VISIBLE_DEVICES=2,3,5`` with an
+token never becomes a device of its own. A token naming an excluded device, a device the family
+does not offer (``Device.offered`` False: a Prohibited GPU) or a device whose partitions are
+listed in its place, is left out and the list goes on (the runtime sees that device, and counts
+it: a device's ``index`` is the runtime's ordinal, so ``CUDA_VISIBLE_DEVICES=0,1,2`` with GPU 1
+Prohibited leaves GPUs "0" and "2" at ordinals 0 and 2); a device named twice is kept once, with
+a warning. A value that makes nothing visible by accident (not ``""``/``NoDevFiles``) is a
+warning too. Only when the family detected nothing, offered or not, do its tokens become
+logical devices (source ``"env"``: ``CUDA_VISIBLE_DEVICES=2,3,5`` with an
 override of 3 GPUs gives ids "2", "3", "5"), unless another family already provides that
 resource: an AMD node whose shell sets ``CUDA_VISIBLE_DEVICES`` is not also an NVIDIA node, and
 on a node with no device at all only the first such family in registry order makes logical
@@ -68,8 +71,9 @@ def step_restrict(state: Detection) -> None:
             continue
         with state.noting(family):
             try:
+                passed_over = [*family.excluded, *family.withheld]
                 family.devices = _restrict(
-                    family.manager, family.devices, family.excluded, family.tokens
+                    family.manager, family.devices, passed_over, family.tokens
                 )
                 family.devices = _without_parent_ids(
                     family.manager, family.devices, family.detected
@@ -189,15 +193,18 @@ def _named(manager: AcceleratorManager, token: str, devices: Sequence[Device]) -
 def _restrict(
     manager: AcceleratorManager,
     devices: list[Device],
-    excluded: list[Device],
+    passed_over: list[Device],
     tokens: Sequence[str],
 ) -> list[Device]:
     """The devices the visibility tokens name, renamed to the tokens, in the tokens' order, up to
-    the first token that names no single detected device (see the module)."""
+    the first token that names no single detected device (see the module). ``passed_over`` are
+    the detected devices the node leaves out (excluded, or not offered): the runtime still
+    counts them, so the list goes on past them and each takes an ordinal."""
     var = _visibility_var(manager)
-    parents = {d.parent for d in (*devices, *excluded) if d.parent}
+    parents = {d.parent for d in (*devices, *passed_over) if d.parent}
     visible: list[Device] = []
     taken: set[str] = set()
+    ordinal = 0  # the runtime's ordinal of the next device the tokens name
     for position, token in enumerate(tokens):
         named = _named(manager, token, devices)
         if len(named) == 1 and named[0].id in taken:
@@ -207,9 +214,10 @@ def _restrict(
             )
         elif len(named) == 1:
             taken.add(named[0].id)
-            visible.append(named[0].replace(id=token, index=len(visible)))
-        elif not named and find(manager, token, excluded) is not None:
-            continue  # excluded on purpose: not a surprise worth a warning
+            visible.append(named[0].replace(id=token, index=ordinal))
+            ordinal += 1
+        elif not named and find(manager, token, passed_over) is not None:
+            ordinal += 1  # left out on purpose (excluded, not offered): no surprise to warn of
         elif not named and token in parents:
             note(
                 f"{var} names {shown(token)}, a device whose partitions are listed in its "

@@ -349,7 +349,8 @@ class Inventory:
 
 
 def _allocatable(devices: Sequence[Device], rules: _Rules) -> list[Device]:
-    """Devices with family and resource filled in, parents of partitions left out."""
+    """Devices with family and resource filled in, parents of partitions and devices not
+    ``offered`` left out (detection never puts the latter in a node; one built by hand may)."""
     parents = {(d.family, d.parent) for d in devices if d.parent is not None}
     usable: list[Device] = []
     for device in devices:
@@ -358,7 +359,7 @@ def _allocatable(devices: Sequence[Device], rules: _Rules) -> list[Device]:
                 f"device {device.id!r} has no family; build nodes with accelkit.detect_node() "
                 "or give each Device its family"
             )
-        if (device.family, device.id) in parents:
+        if (device.family, device.id) in parents or not device.offered:
             continue
         if not device.resource_name:
             device = device.replace(resource_name=rules.resource_name(device.family))

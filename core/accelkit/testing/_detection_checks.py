@@ -129,12 +129,12 @@ def device_files_without_tools(subject: Subject) -> None:
 
 @check("detection")
 def requested_counts(subject: Subject) -> None:
-    """make_host(count) gives exactly that many devices, for every count tried."""
+    """make_host(count) gives exactly that many offered devices, for every count tried."""
     for count in subject.host_counts():
-        devices = subject.devices(count)
+        devices = [d for d in subject.devices(count) if d.offered]
         assert len(devices) == count, (
-            f"{subject.label}.detect() found {len(devices)} device(s) on make_host({count}); "
-            f"expected {count}: ids {[d.id for d in devices]}"
+            f"{subject.label}.detect() found {len(devices)} offered device(s) on "
+            f"make_host({count}); expected {count}: ids {[d.id for d in devices]}"
         )
 
 

@@ -154,6 +154,7 @@ class Subject:
                     found = self.devices(largest)
             if len({d.id for d in found}) != len(found):
                 found = []  # devices_well_formed reports it
+            found = [d for d in found if d.offered]  # a node never holds the others
             self._sample = found or [Device(id=str(n), index=n) for n in range(4)]
         return list(self._sample)
 
