@@ -94,9 +94,14 @@ class IntelManager(AcceleratorManager):
     )
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
-        """``ZE_AFFINITY_MASK`` first, then ``ONEAPI_DEVICE_SELECTOR``'s ids relative to it."""
+        """``ZE_AFFINITY_MASK`` first, then ``ONEAPI_DEVICE_SELECTOR``'s ids relative to it.
+        Where stacks are root devices, Level Zero skips the mask's ``card.stack`` entries: a
+        stack is named by its own index there."""
         mask = split_ids(env.get("ZE_AFFINITY_MASK"))
-        mask = None if mask is None else [t for t in mask if re.match(MASK_ID, t)]
+        if mask is not None:
+            mask = [t for t in mask if re.match(MASK_ID, t)]
+            if hierarchy(env) in STACKS_ARE_ROOTS:
+                mask = [t for t in mask if "." not in t]
         selected = level_zero_ids(env.get("ONEAPI_DEVICE_SELECTOR"))
         return stacked_ids(mask, selected)
 
@@ -142,11 +147,16 @@ def card(
         note(f"{model} ({bus_id or 'no bus id'}) is an integrated GPU: counted, not offered")
         return [Device("0", model=model, pci_bus_id=bus_id, offered=False)]
     label = type_label(model, TYPE_LABELS, ("Graphics",), "Intel")
-    hierarchy = host.env.get("ZE_FLAT_DEVICE_HIERARCHY", "FLAT").strip().upper()
-    stacks = STACKS.get(label or "", 1) if bus_id and hierarchy in STACKS_ARE_ROOTS else 1
+    roots = hierarchy(host.env) in STACKS_ARE_ROOTS
+    stacks = STACKS.get(label or "", 1) if bus_id and roots else 1
     uuid = str(uuid) if uuid and stacks == 1 else None  # a card's UUID names none of its stacks
     facts = {"model": model, "uuid": uuid, "memory_bytes": parse_int(memory), "pci_bus_id": bus_id}
     return [Device("0", type_label=label, **facts)] * stacks
+
+
+def hierarchy(env: Mapping[str, str]) -> str:
+    """The effective ``ZE_FLAT_DEVICE_HIERARCHY``: FLAT unless set."""
+    return env.get("ZE_FLAT_DEVICE_HIERARCHY", "FLAT").strip().upper()
 
 
 def numbered(cards: Iterable[list[Device]]) -> list[Device]:

@@ -94,6 +94,13 @@ def test_hiding_every_device_writes_a_discard_filter_that_reads_back_as_nothing(
         ({"ZE_AFFINITY_MASK": "4", "ONEAPI_DEVICE_SELECTOR": "level_zero:3"}, []),
         ({"ZE_AFFINITY_MASK": "4,5", "ONEAPI_DEVICE_SELECTOR": "level_zero:*"}, ["4", "5"]),
         ({"ZE_FLAT_DEVICE_HIERARCHY": "COMPOSITE"}, None),
+        # stacks are root devices (FLAT, the default, and COMBINED): Level Zero skips card.stack
+        ({"ZE_AFFINITY_MASK": "0.1,1"}, ["1"]),
+        ({"ZE_AFFINITY_MASK": "0.0,2", "ZE_FLAT_DEVICE_HIERARCHY": "COMBINED"}, ["2"]),
+        ({"ZE_AFFINITY_MASK": "0.1,1", "ONEAPI_DEVICE_SELECTOR": "level_zero:0"}, ["1"]),
+        ({"ZE_AFFINITY_MASK": "0.1"}, []),
+        # cards are root devices: a stack is named card.stack (no id names it: the list ends)
+        ({"ZE_AFFINITY_MASK": "0.1,1", "ZE_FLAT_DEVICE_HIERARCHY": "COMPOSITE"}, ["0.1", "1"]),
     ],
 )
 def test_reads_the_mask_first_then_the_selector(
