@@ -154,3 +154,50 @@ def test_a_node_restricted_by_any_tokens_can_be_allocated(case: tuple[list[Devic
     parents = {d.parent for d in node.devices if d.parent}
     assert not parents & {d.id for d in node.devices}, node.devices
     Allocator(node, registry=registry)
+
+
+# -- devices the runtime counts but the node does not offer --------------------------------------
+@st.composite
+def offered_and_tokens(draw: st.DrawFn) -> tuple[list[Device], list[str]]:
+    """Devices ``d0``.. (some not offered), and visibility tokens naming them by id or by index,
+    or naming nothing."""
+    flags = draw(st.lists(st.booleans(), min_size=1, max_size=5))
+    devices = [Device(f"d{n}", uuid=f"U{n}", offered=flag) for n, flag in enumerate(flags)]
+    names = [*(str(n) for n in range(len(devices) + 2)), *(d.id for d in devices)]
+    return devices, draw(st.lists(st.sampled_from(names), min_size=1, max_size=6, unique=True))
+
+
+def read_as_the_runtime_does(
+    devices: list[Device], tokens: list[str]
+) -> list[tuple[str, str, int]]:
+    """(token, uuid, ordinal) of each device the runtime shows: it counts every device a token
+    names, offered or not, and stops at the first token naming none."""
+    shown: list[tuple[str, str, int]] = []
+    ordinal, taken = 0, set()
+    for token in tokens:
+        named = [d for n, d in enumerate(devices) if token in (d.id, str(n))]
+        if not named:
+            break
+        device = named[0]
+        if device.id in taken:
+            continue  # named twice: kept once, counted once
+        taken.add(device.id)
+        if device.offered:
+            shown.append((token, str(device.uuid), ordinal))
+        ordinal += 1
+    return shown
+
+
+@settings(max_examples=80, deadline=None)
+@given(offered_and_tokens())
+def test_a_visibility_list_reads_past_devices_not_offered(
+    case: tuple[list[Device], list[str]],
+) -> None:
+    devices, tokens = case
+    manager = static_manager("chip", "CHIP", devices, visible_devices_env_var="CHIP_VISIBLE")
+    registry = Registry([Provides([manager])], autoload=False)
+    node = detect_node(FakeHost(env={"CHIP_VISIBLE": ",".join(tokens)}), registry=registry)
+    shown = [(d.id, str(d.uuid), d.index) for d in node.devices]
+    assert shown == read_as_the_runtime_does(devices, tokens)
+    assert node.detected == {"chip": len(devices)}
+    Allocator(node, registry=registry)

@@ -207,6 +207,7 @@ def _restrict(
     ordinal = 0  # the runtime's ordinal of the next device the tokens name
     for position, token in enumerate(tokens):
         named = _named(manager, token, devices)
+        left_out = None if named else find(manager, token, passed_over)
         if len(named) == 1 and named[0].id in taken:
             note(
                 f"{var} names device {named[0].id} more than once ({token!r}); keeping the first",
@@ -216,8 +217,10 @@ def _restrict(
             taken.add(named[0].id)
             visible.append(named[0].replace(id=token, index=ordinal))
             ordinal += 1
-        elif not named and find(manager, token, passed_over) is not None:
-            ordinal += 1  # left out on purpose (excluded, not offered): no surprise to warn of
+        elif left_out is not None:  # on purpose (excluded, not offered): no surprise to warn of
+            if left_out.id not in taken:  # a device named twice is counted once
+                taken.add(left_out.id)
+                ordinal += 1
         elif not named and token in parents:
             note(
                 f"{var} names {shown(token)}, a device whose partitions are listed in its "
