@@ -17,7 +17,8 @@ The type label comes from the PCI device id, offline (a virtual function's is it
 an unknown id keeps the market name, and without one it is ``AMD-GPU-<device id in hex>``
 (``AMD-GPU-640f``). A card split into compute partitions (DPX, QPX, CPX) is several GPUs, each
 with its own id, memory and UUID, labelled with the mode (``partitions``). A Ryzen integrated GPU
-that ROCm does not support is counted in ROCr's numbering but never offered.
+that ROCm does not support is counted in ROCr's numbering but never offered (``Device.offered``
+False: a ``ROCR_VISIBLE_DEVICES`` naming it reads on past it).
 Frameworks name the device ``cuda`` and the collective backend ``nccl`` on ROCm too (PyTorch's
 ``nccl`` backend runs RCCL there).
 """
@@ -112,7 +113,8 @@ class AmdManager(AcceleratorManager):
 
     def detect(self, host: Host) -> list[Device]:
         """amdsmi, else amd-smi's JSON, else the KFD topology, else DRM cards; in ROCr's order,
-        compute partitions with their own facts (``partitions``), integrated GPUs left out."""
+        compute partitions with their own facts (``partitions``), integrated GPUs ROCm does not
+        support returned not ``offered``."""
         layers = (("library", from_amdsmi), ("command", from_amd_smi), ("sysfs", from_kfd))
         found = in_rocr_order(host, detect_layers(host, *layers, ("sysfs", from_drm)))
         return [as_supported(d) for d in with_partitions(host, found)]

@@ -46,9 +46,10 @@ class Node:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     detected: dict[str, int] = field(default_factory=dict)
     """Devices each family found on the host before exclusions, its visibility variable and
-    overrides changed the node (families that found none are absent). A grant of every device
-    the node offers is a grant of the whole host only when that is all the host has: TPU
-    grants unset every variable then, and write a block's bounds otherwise."""
+    overrides changed the node, those it does not offer (``Device.offered``) included (families
+    that found none are absent). A grant of every device the node offers is a grant of the
+    whole host only when that is all the host has: TPU grants unset every variable then, and
+    write a block's bounds otherwise."""
     policies: dict[str, FamilyPolicy] = field(default_factory=dict)
     """Each family's declared scheduling policy, by family (the JSON key ``families``): what an
     ``Allocator`` needs to validate and place without the family's plugin."""
