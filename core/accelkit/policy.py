@@ -24,7 +24,7 @@ from typing import Any, Optional
 from accelkit._visibility import is_index
 from accelkit.device import MAX_DEVICES, Device
 from accelkit.errors import InvalidData, InvalidRequest
-from accelkit.quantities import UNIT, to_units
+from accelkit.quantities import UNIT, shown_quantity, to_units
 
 __all__ = [
     "ALIGNED_BLOCKS",
@@ -156,13 +156,13 @@ def check_quantity(
     if units % UNIT:
         if not fractional:
             raise InvalidRequest(
-                f"{what} {quantity!r} is fractional, but {family} devices are granted whole: "
-                f"{allowed_text(fractional, allowed)}"
+                f"{what} {shown_quantity(quantity)} is fractional, but {family} devices are "
+                f"granted whole: {allowed_text(fractional, allowed)}"
             )
         return units
     if allowed is not None and units and units // UNIT not in allowed:
         raise InvalidRequest(
-            f"{what} {quantity!r} is not allowed: {allowed_text(fractional, allowed)}"
+            f"{what} {shown_quantity(quantity)} is not allowed: {allowed_text(fractional, allowed)}"
         )
     return units
 

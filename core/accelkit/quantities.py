@@ -28,7 +28,15 @@ if TYPE_CHECKING:
 
     from typing_extensions import TypeGuard
 
-__all__ = ["MAX_QUANTITY", "SNAP", "UNIT", "from_units", "json_amount", "to_units"]
+__all__ = [
+    "MAX_QUANTITY",
+    "SNAP",
+    "UNIT",
+    "from_units",
+    "json_amount",
+    "shown_quantity",
+    "to_units",
+]
 
 UNIT = 10_000
 """Units in one whole device or resource: the resolution is 1e-4."""
@@ -53,18 +61,18 @@ def to_units(value: object, *, what: str = "quantity") -> int:
     number = _number(value, what)
     if isinstance(number, int):
         if number < 0:
-            raise InvalidRequest(f"{what} {shown(value)} must not be negative: {_RIGHT}")
+            raise InvalidRequest(f"{what} {shown_quantity(value)} must not be negative: {_RIGHT}")
         return number * UNIT
     if math.isnan(number) or math.isinf(number):
-        raise InvalidRequest(f"{what} {shown(value)} must be finite: {_RIGHT}")
+        raise InvalidRequest(f"{what} {shown_quantity(value)} must be finite: {_RIGHT}")
     if number < 0:
-        raise InvalidRequest(f"{what} {shown(value)} must not be negative: {_RIGHT}")
+        raise InvalidRequest(f"{what} {shown_quantity(value)} must not be negative: {_RIGHT}")
     whole = round(number)  # an exact int, however large the float
     if abs(number - whole) <= SNAP:
         return whole * UNIT
     if number > 1:
         raise InvalidRequest(
-            f"{what} {shown(value)} is above 1 and not whole: ask for a whole number "
+            f"{what} {shown_quantity(value)} is above 1 and not whole: ask for a whole number "
             f"({math.floor(number)} or {math.ceil(number)}), or a fraction below 1"
         )
     scaled = number * UNIT
@@ -72,10 +80,27 @@ def to_units(value: object, *, what: str = "quantity") -> int:
     units = nearest if abs(number - nearest / UNIT) <= SNAP else math.floor(scaled)
     if units == 0:
         raise InvalidRequest(
-            f"{what} {shown(value)} is below the smallest quantity, 0.0001: ask for 0 (nothing) "
-            "or at least 0.0001"
+            f"{what} {shown_quantity(value)} is below the smallest quantity, 0.0001: ask for 0 "
+            "(nothing) or at least 0.0001"
         )
     return units
+
+
+def shown_quantity(value: object) -> str:
+    """A requested quantity for a message, as a user writes it: ``1/3`` for a fraction (not
+    ``Fraction(1, 3)``), ``3`` for a whole float (the command line reads ``GPU=3`` as 3.0);
+    anything else, and a value that only claims to be a fraction, as
+    :func:`~accelkit._shown.shown` gives it."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_QUANTITY:
+        return str(int(value))
+    if isinstance(value, Rational) and not isinstance(value, int):
+        try:
+            numerator, denominator = value.numerator, value.denominator
+        except Exception:  # a registered Rational without the protocol
+            return shown(value)
+        if isinstance(numerator, int) and isinstance(denominator, int):
+            return f"{shown(numerator)}/{shown(denominator)}"
+    return shown(value)
 
 
 def from_units(units: int) -> float:
@@ -119,7 +144,8 @@ def _number(value: object, what: str) -> Union[int, float]:
 
 def _too_large_error(value: object, what: str) -> InvalidRequest:
     return InvalidRequest(
-        f"{what} {shown(value)} is above the largest quantity: ask for at most {MAX_QUANTITY}"
+        f"{what} {shown_quantity(value)} is above the largest quantity: ask for at most "
+        f"{MAX_QUANTITY}"
     )
 
 
@@ -136,7 +162,7 @@ def _converted(value: Union[Real, Decimal], what: str) -> Union[int, float]:
         raise _too_large_error(value, what)
     if _is_decimal(value):
         if value.is_nan():  # a signalling NaN cannot even become a float
-            raise InvalidRequest(f"{what} {shown(value)} must be finite: {_RIGHT}")
+            raise InvalidRequest(f"{what} {shown_quantity(value)} must be finite: {_RIGHT}")
         if value.is_infinite():
             return float(value)
         from fractions import Fraction

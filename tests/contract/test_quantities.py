@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 from accelkit import InvalidRequest
-from accelkit._shown import shown
-from accelkit.quantities import MAX_QUANTITY, UNIT, from_units, to_units
+from accelkit.quantities import MAX_QUANTITY, UNIT, from_units, shown_quantity, to_units
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -74,8 +73,25 @@ def test_invalid_quantities_are_rejected_with_the_value(value: object, message: 
     with pytest.raises(InvalidRequest, match=message) as info:
         to_units(value, what="GPU quantity")
     assert "GPU quantity" in str(info.value)
-    assert shown(value) in str(info.value)  # repr, cut short, and never raising
+    assert shown_quantity(value) in str(info.value)  # as written, cut short, never raising
     assert "ask for" in str(info.value)  # what would be right, not only what was wrong
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (Fraction(7, 3), "7/3"),  # what `-r GPU=7/3` reads as, said as it was written
+        (3.0, "3"),  # the command line reads GPU=3 as a float
+        (0.5, "0.5"),
+        (3, "3"),
+        (float("nan"), "nan"),
+        (1e300, "1e+300"),  # whole, but no int a message should spell out
+        (Fraction(10**400 + 1, 2), "<an integer of 1329 bits>/2"),
+        ("2", "'2'"),
+    ],
+)
+def test_quantities_are_shown_as_a_user_writes_them(value: object, text: str) -> None:
+    assert shown_quantity(value) == text
 
 
 def test_invalid_request_is_a_value_error() -> None:
