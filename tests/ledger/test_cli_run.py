@@ -113,6 +113,24 @@ def test_exit_codes_before_the_command_runs(tmp_path: Path) -> None:
         ledger, "run", "-r", "GPU=1", "--wait", "--timeout", "0.1", "--host", H100, "--", "true"
     )
     assert late.returncode == EXIT_TIMED_OUT and "gave up" in late.stderr
+    assert "warning" not in late.stderr
+    misspelt = run(
+        ledger,
+        "run",
+        "-r",
+        "GPU=1",
+        "--wait",
+        "--timeout",
+        "0.1",
+        "--host",
+        H100,
+        "--",
+        "no-such-command-here",
+    )
+    # said before the wait, not once the devices are free
+    assert misspelt.stderr.index("'no-such-command-here' is not an executable on PATH") < (
+        misspelt.stderr.index("gave up")
+    )
     (tmp_path / "go").touch()
     assert holder.wait(timeout=60) == 0
     for argv, complaint in [

@@ -92,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout is not None and not args.wait:
         raise ValueError("--timeout applies to --wait: give both")
     request, accelerator_type = parse_request(args.request)
+    if args.wait:
+        _warn_if_not_found(command[0])
     ledger = open_ledger(args, host=host_from_args(args), overrides=dict(args.override) or None)
     grant = ledger.acquire(
         request,
@@ -126,6 +128,19 @@ def _exec(command: list[str], grant: Grant, ledger: Ledger, hide_others: bool) -
         ledger.discard(grant)
         _say(f"cannot run {command[0]!r}: {error.strerror}")
         return EXIT_NOT_FOUND if isinstance(error, FileNotFoundError) else EXIT_CANNOT_EXECUTE
+
+
+def _warn_if_not_found(program: str) -> None:
+    """Before a wait, say that the command cannot be run from this shell's ``PATH``, so that a
+    misspelt one is not found out only once the devices are free. A warning, not a refusal:
+    the grant's environment (a site plugin's ``worker_env``) may put it on ``PATH``."""
+    import shutil
+
+    if shutil.which(program) is None:
+        _say(
+            f"warning: {program!r} is not an executable on PATH; waiting anyway (the grant's "
+            "environment may provide it), or stop now and fix the command"
+        )
 
 
 def _took(grant: Grant, ledger: Ledger) -> str:
