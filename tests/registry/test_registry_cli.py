@@ -103,6 +103,30 @@ def test_host_counts_each_familys_devices(tmp_path: Path) -> None:
     assert devices["nvidia"] == {"nvidia": 0}
 
 
+def test_host_counts_only_the_devices_a_family_offers(tmp_path: Path) -> None:
+    import dataclasses
+
+    from accelkit.host import FakeHost
+    from accelkit.node._snapshot import record_snapshot
+    from accelkit.testing.fakes import nvidia as fake
+    from accelkit_plugins.nvidia import testing as nvidia_hosts
+
+    modes = (0, 2, 0)  # GPU 1 in the Prohibited compute mode: CUDA counts it, no worker may use it
+    gpus = [dataclasses.replace(g, compute_mode=m) for g, m in zip(fake.fake_gpus(3), modes)]
+    nvidia_hosts.write_sysfs(tmp_path / "root", gpus)
+    commands = {
+        nvidia_hosts.NVIDIA_SMI_ARGV: (0, nvidia_hosts.nvidia_smi_output(gpus)),
+        nvidia_hosts.COMPUTE_MODE_ARGV: (0, nvidia_hosts.compute_mode_output(gpus)),
+    }
+    snapshot = record_snapshot(
+        tmp_path / "snap", FakeHost(root=tmp_path / "root", commands=commands)
+    )
+    result = accelkit("plugins", "--json", "--host", str(snapshot))
+    assert result.returncode == 0, result.stderr
+    devices = {r["name"]: r.get("devices") for r in json.loads(result.stdout)}
+    assert devices["nvidia"] == {"nvidia": 2}
+
+
 def test_help_documents_the_exit_status() -> None:
     result = accelkit("plugins", "--help")
     assert result.returncode == 0

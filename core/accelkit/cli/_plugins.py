@@ -71,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _device_counts(args: argparse.Namespace) -> dict[str, Optional[int]]:
-    """Devices per family in the ``--host`` snapshot (None where detection raised)."""
+    """Devices each family offers in the ``--host`` snapshot (None where detection raised):
+    not those its runtime counts but no worker may use (``Device.offered`` False)."""
     from accelkit import registry
     from accelkit.diagnostics import collecting
     from accelkit.registry import variables_read
@@ -82,7 +83,7 @@ def _device_counts(args: argparse.Namespace) -> dict[str, Optional[int]]:
         with collecting(manager.name):
             try:  # the manager sees its declared variables only, as in node detection
                 view = host.view(variables_read(manager))
-                counts[manager.name] = len(manager.detect(view))
+                counts[manager.name] = sum(1 for d in manager.detect(view) if d.offered)
             except PLUGIN_FAULTS:
                 counts[manager.name] = None
     return counts
