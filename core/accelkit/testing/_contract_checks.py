@@ -113,7 +113,8 @@ def node_facts(subject: Subject) -> None:
     if not counts:
         raise Skipped("no device count above 0 to build a host for")
     host = subject.host(max(counts))
-    devices = subject.detect(host, f"make_host({max(counts)})")
+    found = subject.detect(host, f"make_host({max(counts)})")
+    devices = [d for d in found if d.offered]  # what node detection passes them
     manager, label = subject.manager, subject.label
     with watching(host) as audit:
         resources = manager.additional_resources(devices, host)
