@@ -305,14 +305,55 @@ def test_a_variable_naming_only_devices_not_offered_makes_no_stand_ins(
     assert levels(node, "warning") == []
 
 
+def test_a_prefix_a_device_not_offered_shares_is_ambiguous(use_managers: MakeManagers) -> None:
+    # the runtime counts chip 1 too, so "C-" names two devices: the list ends, as with two
+    # offered ones (CUDA refuses a UUID prefix two GPUs share)
+    def matches(self: object, token: str, device: Device) -> bool:
+        return bool(device.uuid and device.uuid.startswith(token))
+
+    withholding(use_managers, matches=matches)
+    node = detect_node(FakeHost(env={"CHIP_VISIBLE": "C-,2"}))
+    assert node.devices == []
+    assert levels(node, "warning") == [
+        "chip: CHIP_VISIBLE names 'C-', which matches 2 detected devices ('0', '1'); the runtime "
+        "stops reading the list there, leaving out 'C-', '2' (name only devices this node has)"
+    ]
+
+
+def test_devices_keep_their_ordinals_when_a_token_reaches_a_partition(
+    use_managers: MakeManagers,
+) -> None:
+    # "1" reaches partition "a" by its index, whose parent is "1": it is left out, and "c" keeps
+    # the ordinal the runtime gives it, after "w" (not offered) and "1"
+    devices = [
+        Device("w", 0, offered=False),
+        Device("a", 1, parent="1"),
+        Device("b", 2, parent="1"),
+        Device("c", 3),
+    ]
+    use_managers(static_manager("chip", "CHIP", devices, visible_devices_env_var="CHIP_VISIBLE"))
+    node = detect_node(FakeHost(env={"CHIP_VISIBLE": "w,1,c"}))
+    assert [(d.id, d.index) for d in node.devices] == [("c", 2)]
+
+
+def test_excluding_a_device_not_offered_excludes_nothing_and_is_no_mistake(
+    use_managers: MakeManagers,
+) -> None:
+    withholding(use_managers)
+    node = detect_node(FakeHost(env={EXCLUDE_ENV: "chip:1"}))
+    assert [d.id for d in node.devices] == ["0", "2"]
+    assert levels(node, "warning") == []
+    assert f"chip: {EXCLUDE_ENV} names chip:1, a device not offered anyway" in levels(node, "info")
+
+
 def test_an_override_never_names_a_device_the_host_has(use_managers: MakeManagers) -> None:
     # logical devices take free ids: not the unoffered chip's, nor an excluded one's
     withholding(use_managers)
     node = detect_node(FakeHost(env={EXCLUDE_ENV: "chip:2"}), {"CHIP": 3})
-    assert [(d.id, d.source) for d in node.devices] == [
-        ("0", ""),
-        ("3", "override"),
-        ("4", "override"),
+    assert [(d.id, d.index, d.source) for d in node.devices] == [
+        ("0", 0, ""),
+        ("3", 3, "override"),
+        ("4", 4, "override"),
     ]
 
 

@@ -46,6 +46,20 @@ def test_a_fresh_snapshot_manifest_validates(tmp_path: Path) -> None:
     validator("snapshot").validate(json.loads((tmp_path / "snap" / "snapshot.json").read_text()))
 
 
+@pytest.mark.parametrize("flag", [{"exclusive": True}, {"offered": False}])
+def test_a_device_flag_validates_and_reads_back_where_written(flag: dict[str, bool]) -> None:
+    node = accelkit.detect_node(load_snapshot(ROOT / "examples" / "nodes" / "nvidia-h100-1gpu"))
+    node.devices = [node.devices[0].replace(**flag)]  # a node built by hand may hold either
+    data = node.to_dict()
+    assert data["devices"][0].items() >= flag.items()
+    validator("node").validate(data)
+    assert accelkit.Node.from_dict(json.loads(json.dumps(data))) == node
+    data["devices"][0].update({name: "yes" for name in flag})
+    assert not validator("node").is_valid(data)
+    with pytest.raises(ValueError, match="must be True or False"):
+        accelkit.Node.from_dict(data)
+
+
 def grant_dict() -> dict[str, Any]:
     node = accelkit.detect_node(load_snapshot(ROOT / "examples" / "nodes" / "nvidia-h100-8gpu"))
     grant = accelkit.Allocator(node).acquire({"GPU": 0.5})

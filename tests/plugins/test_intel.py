@@ -263,6 +263,20 @@ def test_a_visibility_list_naming_the_integrated_gpu_reads_on_past_it(
     assert not [d for d in node.diagnostics if d.level != "info"]
 
 
+def test_an_integrated_gpu_alone_leaves_another_familys_variable_its_devices(
+    tmp_path: pathlib.Path,
+) -> None:
+    # an Intel iGPU provides no GPU: CUDA_VISIBLE_DEVICES still makes NVIDIA stand-ins where
+    # NVIDIA's own tools are absent (a container given GPUs by the variable alone)
+    env = {"CUDA_VISIBLE_DEVICES": "0,1"}
+    node = accelkit.detect_node(host_with(tmp_path, [fake.INTEGRATED], env=env))
+    assert [(d.family, d.id, d.source) for d in node.devices] == [
+        ("nvidia", "0", "env"),
+        ("nvidia", "1", "env"),
+    ]
+    assert node.detected == {"intel": 1}
+
+
 def test_dpctl_gives_root_devices_as_sycl_sees_them(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any]
 ) -> None:

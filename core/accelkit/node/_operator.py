@@ -127,23 +127,28 @@ def step_exclusions(state: Detection) -> None:
         tokens = state.exclusions.get(family.manager.name, [])
         with state.noting(family):
             try:
-                family.devices, family.excluded = _exclude(family.manager, family.devices, tokens)
+                family.devices, family.excluded = _exclude(
+                    family.manager, family.devices, family.withheld, tokens
+                )
             except PLUGIN_FAULTS as exc:  # a plugin's matches() is broken
                 note(f"visibility rules failed: {type(exc).__name__}: {exc}; no devices", "error")
                 family.devices = []
 
 
 def _exclude(
-    manager: AcceleratorManager, devices: list[Device], tokens: Sequence[str]
+    manager: AcceleratorManager,
+    devices: list[Device],
+    withheld: list[Device],
+    tokens: Sequence[str],
 ) -> tuple[list[Device], list[Device]]:
-    """Split devices into (kept, excluded) by ``ACCELKIT_EXCLUDE_DEVICES`` tokens."""
+    """Split devices into (kept, excluded) by ``ACCELKIT_EXCLUDE_DEVICES`` tokens. A token
+    naming a device the family does not offer excludes nothing, and is no mistake."""
     gone: set[str] = set()
     for token in tokens:
-        hits = {d.id for d in devices if d.id == token or d.parent == token}
-        match = find(manager, token, devices)
-        if match is not None:
-            hits.add(match.id)
-        if not hits:
+        hits = _named_by(manager, token, devices)
+        if not hits and _named_by(manager, token, withheld):
+            note(f"{EXCLUDE_ENV} names {manager.name}:{token}, a device not offered anyway")
+        elif not hits:
             note(f"{EXCLUDE_ENV} names {manager.name}:{token}, which matches no device", "warning")
         gone |= hits
     gone |= {d.id for d in devices if d.parent in gone}
@@ -151,6 +156,16 @@ def _exclude(
     for device in excluded:
         note(f"device {device.id} is excluded by {EXCLUDE_ENV}")
     return [d for d in devices if d.id not in gone], excluded
+
+
+def _named_by(manager: AcceleratorManager, token: str, devices: Sequence[Device]) -> set[str]:
+    """The ids of ``devices`` an exclusion token names: by id, as their parent, or by the
+    family's own matching."""
+    hits = {d.id for d in devices if token in (d.id, d.parent)}
+    match = find(manager, token, devices)
+    if match is not None:
+        hits.add(match.id)
+    return hits
 
 
 def step_overrides(state: Detection) -> None:
@@ -216,7 +231,7 @@ def _resize(owners: list[Family], override: Override, sink: list[Diagnostic]) ->
     used |= {d.parent for d in existing if d.parent}
     free = (str(n) for n in range(target + len(used) + 1) if str(n) not in used)
     extra = [next(free) for _ in range(target - have)]
-    start = max((d.index or 0 for d in family.devices), default=-1) + 1
+    start = max((d.index or 0 for d in existing), default=-1) + 1
     added = [
         d.replace(index=start + n)
         for n, d in enumerate(logical(family.manager, dict.fromkeys(extra), "override"))

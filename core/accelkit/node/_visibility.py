@@ -49,8 +49,10 @@ __all__ = ["find", "logical", "step_read_visibility", "step_restrict"]
 
 
 def step_read_visibility(state: Detection) -> None:
-    """Read each family's visibility variable; with nothing detected, its ids become devices."""
-    provided = {f.manager.resource_name for f in state.families if f.detected}
+    """Read each family's visibility variable; with nothing detected, its ids become devices.
+    A family provides its resource only with devices it offers: an integrated GPU that its
+    family does not offer leaves another family free to make devices of its variable."""
+    provided = {f.manager.resource_name for f in state.families if f.devices}
     for family in state.families:
         with state.noting(family):
             _note_markers_among_ids(family.manager, family.host.env)
@@ -199,37 +201,38 @@ def _restrict(
     """The devices the visibility tokens name, renamed to the tokens, in the tokens' order, up to
     the first token that names no single detected device (see the module). ``passed_over`` are
     the detected devices the node leaves out (excluded, or not offered): the runtime still
-    counts them, so the list goes on past them and each takes an ordinal."""
+    counts them, so a token is matched against them too (a UUID prefix one of them shares is
+    ambiguous), and one naming them is passed over while taking an ordinal."""
     var = _visibility_var(manager)
-    parents = {d.parent for d in (*devices, *passed_over) if d.parent}
+    detected = [*devices, *passed_over]
+    left_out = {d.id for d in passed_over}
+    parents = {d.parent for d in detected if d.parent}
     visible: list[Device] = []
     taken: set[str] = set()
     ordinal = 0  # the runtime's ordinal of the next device the tokens name
     for position, token in enumerate(tokens):
-        named = _named(manager, token, devices)
-        left_out = None if named else find(manager, token, passed_over)
-        if len(named) == 1 and named[0].id in taken:
-            note(
-                f"{var} names device {named[0].id} more than once ({token!r}); keeping the first",
-                "warning",
-            )
-        elif len(named) == 1:
-            taken.add(named[0].id)
-            visible.append(named[0].replace(id=token, index=ordinal))
-            ordinal += 1
-        elif left_out is not None:  # on purpose (excluded, not offered): no surprise to warn of
-            if left_out.id not in taken:  # a device named twice is counted once
-                taken.add(left_out.id)
-                ordinal += 1
-        elif not named and token in parents:
+        named = _named(manager, token, detected)
+        if not named and token in parents:
             note(
                 f"{var} names {shown(token)}, a device whose partitions are listed in its "
                 "place (a MIG-enabled GPU); leaving it out",
                 "warning",
             )
-        else:
+            continue
+        if len(named) != 1:
             note(_list_ends(var, token, named, tokens[position + 1 :]), "warning")
             break
+        device = named[0]
+        if device.id in taken:
+            note(
+                f"{var} names device {device.id} more than once ({token!r}); keeping the first",
+                "warning",
+            )
+            continue
+        taken.add(device.id)
+        if device.id not in left_out:  # excluded or not offered on purpose: no surprise
+            visible.append(device.replace(id=token, index=ordinal))
+        ordinal += 1
     return visible
 
 
@@ -259,7 +262,7 @@ def _without_parent_ids(
     manager: AcceleratorManager, visible: list[Device], detected: Sequence[Device]
 ) -> list[Device]:
     """The visible devices, less any that a token renamed to the id of a device whose partitions
-    are listed in its place; the rest renumbered in order.
+    are listed in its place; the rest keep their ordinals (the runtime still counted the token).
 
     Tokens rename the devices they name, and a family's ``matches`` may let an index token reach
     a partition (the default does): ``ZETA_VISIBLE=0,3`` renamed partition "a" of card "0" to
@@ -277,10 +280,7 @@ def _without_parent_ids(
             "leaving it out (name partitions by their own ids)",
             "warning",
         )
-    if not clashing:
-        return visible
-    kept = [d for d in visible if d.id not in parents]
-    return [d.replace(index=n) for n, d in enumerate(kept)]
+    return [d for d in visible if d.id not in parents]
 
 
 def _note_markers_among_ids(manager: AcceleratorManager, env: Mapping[str, str]) -> None:
