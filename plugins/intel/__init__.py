@@ -69,6 +69,7 @@ STACKS = {"Intel-GPU-Max-1550": 2, "Intel-GPU-Max-1450": 2, "Intel-GPU-Max-1350"
 # Hierarchies in which SYCL (whose numbering ONEAPI_DEVICE_SELECTOR uses) lists each stack as a
 # root device: FLAT, and COMBINED, where Level Zero itself shows cards but SYCL still shows stacks.
 STACKS_ARE_ROOTS = ("FLAT", "COMBINED")
+HIERARCHIES = (*STACKS_ARE_ROOTS, "COMPOSITE")
 INTEGRATED_BUS = "0000:00:02.0"
 MASK_ID = r"^[0-9]+(\.[0-9]+)?$"  # a device or device.stack; no selector syntax
 XPU_SMI = ("xpu-smi", "discovery", "-j")
@@ -155,8 +156,10 @@ def card(
 
 
 def hierarchy(env: Mapping[str, str]) -> str:
-    """The effective ``ZE_FLAT_DEVICE_HIERARCHY``: FLAT unless set."""
-    return env.get("ZE_FLAT_DEVICE_HIERARCHY", "FLAT").strip().upper()
+    """The effective ``ZE_FLAT_DEVICE_HIERARCHY``: FLAT unless it is one of Level Zero's three
+    names, spelt exactly (compute-runtime compares them as they are: ``composite`` is FLAT)."""
+    value = env.get("ZE_FLAT_DEVICE_HIERARCHY", "")
+    return value if value in HIERARCHIES else "FLAT"
 
 
 def numbered(cards: Iterable[list[Device]]) -> list[Device]:

@@ -101,6 +101,8 @@ def test_hiding_every_device_writes_a_discard_filter_that_reads_back_as_nothing(
         ({"ZE_AFFINITY_MASK": "0.1"}, []),
         # cards are root devices: a stack is named card.stack (no id names it: the list ends)
         ({"ZE_AFFINITY_MASK": "0.1,1", "ZE_FLAT_DEVICE_HIERARCHY": "COMPOSITE"}, ["0.1", "1"]),
+        # Level Zero compares the names as they are: anything else is its default, FLAT
+        ({"ZE_AFFINITY_MASK": "0.1,1", "ZE_FLAT_DEVICE_HIERARCHY": "composite"}, ["1"]),
     ],
 )
 def test_reads_the_mask_first_then_the_selector(
