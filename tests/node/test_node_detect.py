@@ -346,6 +346,28 @@ def test_excluding_a_device_not_offered_excludes_nothing_and_is_no_mistake(
     assert f"chip: {EXCLUDE_ENV} names chip:1, a device not offered anyway" in levels(node, "info")
 
 
+@pytest.mark.parametrize("second", [True, False], ids=["offered", "not offered"])
+def test_excluding_a_prefix_two_devices_share_excludes_each_and_says_so(
+    use_managers: MakeManagers, second: bool
+) -> None:
+    # a visibility list ends at such a prefix; an exclusion errs on the side of not using a
+    # device: it excludes every offered device the prefix matches, and warns
+    def matches(self: object, token: str, device: Device) -> bool:
+        return bool(device.uuid and device.uuid.startswith(token))
+
+    devices = [Device("0", uuid="C-0"), Device("1", uuid="C-1", offered=second), Device("2")]
+    use_managers(static_manager("chip", "CHIP", devices, matches=matches))
+    node = detect_node(FakeHost(env={EXCLUDE_ENV: "chip:C-"}))
+    assert [d.id for d in node.devices] == ["2"]
+    excluded = [m for m in levels(node, "info") if m.endswith(f"is excluded by {EXCLUDE_ENV}")]
+    ids = ["0", "1"] if second else ["0"]  # a device not offered is never excluded: not in use
+    assert excluded == [f"chip: device {i} is excluded by {EXCLUDE_ENV}" for i in ids]
+    assert levels(node, "warning") == [
+        f"chip: {EXCLUDE_ENV} names chip:C-, which matches 2 devices ('0', '1'); excluding "
+        "each (name one device by its id or whole UUID)"
+    ]
+
+
 def test_an_override_never_names_a_device_the_host_has(use_managers: MakeManagers) -> None:
     # logical devices take free ids: not the unoffered chip's, nor an excluded one's
     withholding(use_managers)

@@ -32,7 +32,7 @@ from accelkit.diagnostics import Diagnostic, note
 from accelkit.errors import ConfigurationError, InvalidRequest
 from accelkit.manager import AcceleratorManager
 from accelkit.node._state import NODE_FAMILY, Detection, Family, Override
-from accelkit.node._visibility import find, logical
+from accelkit.node._visibility import logical
 from accelkit.quantities import UNIT, to_units
 
 __all__ = [
@@ -141,15 +141,32 @@ def _exclude(
     withheld: list[Device],
     tokens: Sequence[str],
 ) -> tuple[list[Device], list[Device]]:
-    """Split devices into (kept, excluded) by ``ACCELKIT_EXCLUDE_DEVICES`` tokens. A token
-    naming a device the family does not offer excludes nothing, and is no mistake."""
+    """Split devices into (kept, excluded) by ``ACCELKIT_EXCLUDE_DEVICES`` tokens.
+
+    A token names devices by id or as their parent, else every device the family's own
+    matching finds: a UUID prefix two GPUs share excludes both (with a warning), since an
+    exclusion errs on the side of not using a device. A token naming only devices the family
+    does not offer excludes nothing, and is no mistake."""
     gone: set[str] = set()
+    offered = {d.id for d in devices}
     for token in tokens:
-        hits = _named_by(manager, token, devices)
-        if not hits and _named_by(manager, token, withheld):
-            note(f"{EXCLUDE_ENV} names {manager.name}:{token}, a device not offered anyway")
+        named = _by_id(token, [*devices, *withheld])
+        matched = not named
+        if matched:
+            named = {d.id for d in (*devices, *withheld) if manager.matches(token, d)}
+        hits = named & offered
+        said = f"{EXCLUDE_ENV} names {manager.name}:{token}"
+        if not named:
+            note(f"{said}, which matches no device", "warning")
         elif not hits:
-            note(f"{EXCLUDE_ENV} names {manager.name}:{token}, which matches no device", "warning")
+            note(f"{said}, a device not offered anyway")
+        elif matched and len(named) > 1:
+            listed = ", ".join(repr(i) for i in sorted(named))
+            note(
+                f"{said}, which matches {len(named)} devices ({listed}); excluding each (name "
+                "one device by its id or whole UUID)",
+                "warning",
+            )
         gone |= hits
     gone |= {d.id for d in devices if d.parent in gone}
     excluded = [d for d in devices if d.id in gone]
@@ -158,14 +175,9 @@ def _exclude(
     return [d for d in devices if d.id not in gone], excluded
 
 
-def _named_by(manager: AcceleratorManager, token: str, devices: Sequence[Device]) -> set[str]:
-    """The ids of ``devices`` an exclusion token names: by id, as their parent, or by the
-    family's own matching."""
-    hits = {d.id for d in devices if token in (d.id, d.parent)}
-    match = find(manager, token, devices)
-    if match is not None:
-        hits.add(match.id)
-    return hits
+def _by_id(token: str, devices: Sequence[Device]) -> set[str]:
+    """The ids of ``devices`` an exclusion token names by id, or as their parent."""
+    return {d.id for d in devices if token in (d.id, d.parent)}
 
 
 def step_overrides(state: Detection) -> None:
