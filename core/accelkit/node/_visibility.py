@@ -10,31 +10,30 @@ A family's visibility variable, when set, restricts what exists and supplies the
 variable's order: ``CUDA_VISIBLE_DEVICES=2,3,5`` on an 8-GPU node leaves three devices with ids
 "2", "3", "5" (each keeps its detected facts; ``index`` becomes its position in the variable, the
 ordinal the family's runtime will use). The manager's ``read_visible`` reads the value as its
-runtime does (where a list stops, what a token means); matching its tokens to the detected
-devices happens here, with the manager's ``matches``. The first token that names no detected
-device (or names two: a UUID prefix they share) ends the list, with a warning, because CUDA, HIP
-and ROCr stop reading there: ``CUDA_VISIBLE_DEVICES=1,0`` on a one-GPU node shows nothing. Such a
-token never becomes a device of its own. A token naming an excluded device, a device the family
-does not offer (``Device.offered`` False: a Prohibited GPU) or a device whose partitions are
-listed in its place, is left out and the list goes on (the runtime sees that device, and counts
-it: a device's ``index`` is the runtime's ordinal, so ``CUDA_VISIBLE_DEVICES=0,1,2`` with GPU 1
-Prohibited leaves GPUs "0" and "2" at ordinals 0 and 2); a device named twice is kept once, with
-a warning. A value that makes nothing visible by accident (not ``""``/``NoDevFiles``) is a
-warning too. Only when the family detected nothing, offered or not, do its tokens become
-logical devices (source ``"env"``: ``CUDA_VISIBLE_DEVICES=2,3,5`` with an
-override of 3 GPUs gives ids "2", "3", "5"), unless another family already provides that
-resource: an AMD node whose shell sets ``CUDA_VISIBLE_DEVICES`` is not also an NVIDIA node, and
-on a node with no device at all only the first such family in registry order makes logical
-devices. A value the manager cannot read (``read_visible`` raising ``ValueError``, as NVIDIA's
-does for an ordinal given twice, which CUDA refuses; or a token that could not be written back
-as an id) is an error diagnostic and counts as *nothing visible*: the variable exists to
+runtime does (where a list stops, what a token means); matching its tokens to the detected devices
+happens here, with the manager's ``matches``. The first token that names no detected device (or
+names two: a UUID prefix they share) ends the list, with a warning, because CUDA, HIP and ROCr stop
+reading there: ``CUDA_VISIBLE_DEVICES=1,0`` on a one-GPU node shows nothing. Such a token never
+becomes a device of its own. A token naming an excluded device or a device the family does not
+offer (``Device.offered`` False: a Prohibited GPU) is left out and the list goes on: the runtime
+sees that device and counts it, and a device's ``index`` is the runtime's ordinal, so
+``CUDA_VISIBLE_DEVICES=0,1,2`` with GPU 1 Prohibited leaves GPUs "0" and "2" at ordinals 0 and 2. A
+token naming a device whose partitions are listed in its place is left out too, with a warning; a
+device named twice is kept once, with a warning. A value that makes nothing visible by accident
+(not ``""``/``NoDevFiles``) is a warning too. Only when the family detected nothing, offered or
+not, do its tokens become logical devices (source ``"env"``: ``CUDA_VISIBLE_DEVICES=2,3,5`` with an
+override of 3 GPUs gives ids "2", "3", "5"), unless another family already provides that resource
+(with devices it offers): an AMD node whose shell sets ``CUDA_VISIBLE_DEVICES`` is not also an
+NVIDIA node, and on a node with no device at all only the first such family in registry order makes
+logical devices. A value the manager cannot read (``read_visible`` raising ``ValueError``, as
+NVIDIA's does for an ordinal given twice, which CUDA refuses; or a token that could not be written
+back as an id) is an error diagnostic and counts as *nothing visible*: the variable exists to
 restrict, so a restriction we cannot read must not be widened into "everything".
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Optional
 
 from accelkit._faults import PLUGIN_FAULTS
 from accelkit._shown import shown
@@ -45,7 +44,7 @@ from accelkit.manager import AcceleratorManager
 from accelkit.node._state import Detection, Family
 from accelkit.registry import variables_read
 
-__all__ = ["find", "logical", "step_read_visibility", "step_restrict"]
+__all__ = ["logical", "step_read_visibility", "step_restrict"]
 
 
 def step_read_visibility(state: Detection) -> None:
@@ -177,12 +176,6 @@ def logical(manager: AcceleratorManager, ids: Mapping[str, None], source: str) -
         )
         for n, i in enumerate(ids)
     ]
-
-
-def find(manager: AcceleratorManager, token: str, devices: Sequence[Device]) -> Optional[Device]:
-    """The device a token names: an exact id first, then the manager's own matching."""
-    named = _named(manager, token, devices)
-    return named[0] if named else None
 
 
 def _named(manager: AcceleratorManager, token: str, devices: Sequence[Device]) -> list[Device]:
