@@ -268,7 +268,7 @@ def test_a_device_not_offered_is_never_in_the_node_but_counts_as_detected(
     node = detect_node(FakeHost())
     assert [(d.id, d.index) for d in node.devices] == [("0", 0), ("2", 2)]
     assert node.resources == {"CHIP": 2.0}
-    assert node.detected == {"chip": 3}  # both chips are not the whole host
+    assert node.detected == {"chip": 3}  # a grant of both offered chips is not the whole host
     assert Node.from_dict(node.to_dict()) == node
 
 
@@ -291,7 +291,7 @@ def test_a_token_naming_a_device_not_offered_does_not_end_the_list(
     node = detect_node(FakeHost(env={"CHIP_VISIBLE": value}))
     assert [(d.id, d.index) for d in node.devices] == visible
     ends = [w for w in levels(node, "warning") if "stops reading the list there" in w]
-    assert len(ends) == ("7" in value)
+    assert len(ends) == (1 if "7" in value else 0)
 
 
 def test_a_variable_naming_only_devices_not_offered_makes_no_stand_ins(
