@@ -143,6 +143,21 @@ def test_a_parent_listed_with_its_partitions_is_left_out(use_managers: MakeManag
     ]
 
 
+def test_an_override_takes_no_id_of_a_device_left_out_for_its_partitions(
+    use_managers: MakeManagers,
+) -> None:
+    # "0" holds "1", which holds "2": both are left out, and neither id may go to a logical
+    # device (a grant of it would show the worker the whole device)
+    devices = [Device("0"), Device("1", parent="0"), Device("2", parent="1")]
+    use_managers(static_manager("chip", "CHIP", devices))
+    node = detect_node(FakeHost(), {"CHIP": 3})
+    assert [(d.id, d.source) for d in node.devices] == [
+        ("2", ""),
+        ("3", "override"),
+        ("4", "override"),
+    ]
+
+
 # -- visibility -------------------------------------------------------------------------------
 def test_the_visibility_variable_restricts_and_supplies_ids_in_its_order(
     generic: object,

@@ -154,7 +154,7 @@ def _step_partitions(state: Detection) -> None:
     """A device listed with its partitions is left out: only the partitions are allocatable."""
     for family in state.families:
         with state.noting(family):
-            family.devices = _drop_partitioned_parents(family.devices)
+            family.devices, family.partitioned = _split_partitioned_parents(family.devices)
             family.detected = list(family.devices)
 
 
@@ -255,8 +255,8 @@ def _resource_label(label: Optional[str]) -> Optional[str]:
     return safe
 
 
-def _drop_partitioned_parents(devices: list[Device]) -> list[Device]:
-    """Keep only the partitions of a device listed together with its partitions."""
+def _split_partitioned_parents(devices: list[Device]) -> tuple[list[Device], list[Device]]:
+    """(kept, left out): a device listed together with its partitions is left out for them."""
     parents = {d.parent for d in devices if d.parent}
     for device in devices:
         if device.id in parents:
@@ -266,4 +266,5 @@ def _drop_partitioned_parents(devices: list[Device]) -> list[Device]:
                 "partitions are allocatable, so the device itself is left out",
                 "warning",
             )
-    return [d for d in devices if d.id not in parents]
+    kept = [d for d in devices if d.id not in parents]
+    return kept, [d for d in devices if d.id in parents]

@@ -237,8 +237,9 @@ def _resize(owners: list[Family], override: Override, sink: list[Diagnostic]) ->
             "variable's list or lower the override"
         )
     # a logical device must not take the id of one the host has: not an excluded one, nor one
-    # its family does not offer (a grant would write that id, and show the worker that device)
-    existing = [*family.devices, *family.excluded, *family.withheld]
+    # its family does not offer, nor one left out for its partitions (a grant would write that
+    # id, and show the worker that device)
+    existing = [*family.devices, *family.excluded, *family.withheld, *family.partitioned]
     used = {d.id for d in existing} | {str(d.index) for d in existing}
     used |= {d.parent for d in existing if d.parent}
     free = (str(n) for n in range(target + len(used) + 1) if str(n) not in used)

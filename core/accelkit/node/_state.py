@@ -48,6 +48,7 @@ class Family:
         "host",
         "manager",
         "origin",
+        "partitioned",
         "restriction",
         "tokens",
         "withheld",
@@ -75,6 +76,9 @@ class Family:
         self.withheld: list[Device] = []
         """What ``detect()`` found but does not offer (``Device.offered`` False): never in the
         node, yet its runtime counts it, so a visibility variable naming it reads on."""
+        self.partitioned: list[Device] = []
+        """Devices ``detect()`` listed beside their partitions, left out for them: their ids
+        (and their own parents') are still the host's, so no logical device may take one."""
 
 
 def working_copy(manager: AcceleratorManager) -> AcceleratorManager:
