@@ -80,3 +80,16 @@ def test_the_recorded_node_is_what_the_fakes_record(tmp_path: Path) -> None:
     assert json.loads((fresh / manifest).read_text()) == json.loads((NODE / manifest).read_text())
     files = sorted(p.relative_to(fresh).as_posix() for p in fresh.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(NODE).as_posix() for p in NODE.rglob("*") if p.is_file())
+
+
+def test_cnmon_text_without_a_card_block_is_no_answer(tmp_path: Path) -> None:
+    # a text not understood must not hide the MLUs the device files show
+    write_devices(tmp_path, 2)
+    host = FakeHost(
+        root=tmp_path, commands={INFO_ARGV: (0, "MLU 0: MLU370-X8\nMLU 1: MLU370-X8\n")}
+    )
+    node = accelkit.detect_node(host)
+    assert [(d.id, d.source) for d in node.devices] == [("0", "devfs"), ("1", "devfs")]
+    assert "cnmon info printed no Card <N> block" in " ".join(
+        d.message for d in node.diagnostics if d.level == "warning"
+    )

@@ -111,3 +111,15 @@ def test_the_recorded_node_is_what_the_fakes_record(tmp_path: Path) -> None:
     assert json.loads((fresh / manifest).read_text()) == json.loads((NODE / manifest).read_text())
     files = sorted(p.relative_to(fresh).as_posix() for p in fresh.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(NODE).as_posix() for p in NODE.rglob("*") if p.is_file())
+
+
+def test_devices_named_otherwise_than_npu_n_are_no_answer(tmp_path: Path) -> None:
+    # a library naming its devices in a way not understood must not hide the device files
+    write_devices(tmp_path, 2)
+    library = fake_furiosa_smi(2)
+    for device in library.list_devices():
+        info = device.device_info()
+        info.name = lambda: "rngd"
+        device.device_info = lambda info=info: info
+    node = accelkit.detect_node(FakeHost(root=tmp_path, modules={"furiosa_smi_py": library}))
+    assert [(d.id, d.source) for d in node.devices] == [("0", "devfs"), ("1", "devfs")]

@@ -85,3 +85,14 @@ def test_the_recorded_node_is_what_the_fakes_record(tmp_path: Path) -> None:
     assert json.loads((fresh / manifest).read_text()) == json.loads((NODE / manifest).read_text())
     files = sorted(p.relative_to(fresh).as_posix() for p in fresh.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(NODE).as_posix() for p in NODE.rglob("*") if p.is_file())
+
+
+def test_mthreads_gmi_json_of_another_shape_is_no_answer(tmp_path: Path) -> None:
+    # the shape other readers of `mthreads-gmi -q -j` expect must not hide the PCI functions
+    write_pci(tmp_path, 2)
+    text = json.dumps({"gpus": [{"product_name": "MTT S4000", "memory_total": "49152MiB"}] * 2})
+    node = accelkit.detect_node(FakeHost(root=tmp_path, commands={QUERY_ARGV: (0, text)}))
+    assert [(d.id, d.source) for d in node.devices] == [("0", "sysfs"), ("1", "sysfs")]
+    assert "mthreads-gmi lists a GPU without an index" in " ".join(
+        d.message for d in node.diagnostics if d.level == "warning"
+    )

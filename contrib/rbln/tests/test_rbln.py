@@ -96,3 +96,14 @@ def test_the_recorded_node_is_what_the_fakes_record(tmp_path: Path) -> None:
     assert json.loads((fresh / manifest).read_text()) == json.loads((NODE / manifest).read_text())
     files = sorted(p.relative_to(fresh).as_posix() for p in fresh.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(NODE).as_posix() for p in NODE.rglob("*") if p.is_file())
+
+
+def test_rbln_smi_records_without_a_device_are_no_answer(tmp_path: Path) -> None:
+    # a JSON shape not understood must not hide the NPUs the device files show
+    write_devices(tmp_path, 2)
+    text = json.dumps({"devices": [{"name": "RBLN-CA12"}, {"name": "RBLN-CA12"}]})
+    node = accelkit.detect_node(FakeHost(root=tmp_path, commands={SMI_ARGV: (0, text)}))
+    assert [(d.id, d.source) for d in node.devices] == [("0", "devfs"), ("1", "devfs")]
+    assert "rbln-smi lists a device without an index" in " ".join(
+        d.message for d in node.diagnostics if d.level == "warning"
+    )

@@ -117,3 +117,15 @@ def test_the_recorded_node_is_what_the_fakes_record(tmp_path: Path) -> None:
     assert json.loads((fresh / manifest).read_text()) == json.loads((NODE / manifest).read_text())
     files = sorted(p.relative_to(fresh).as_posix() for p in fresh.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(NODE).as_posix() for p in NODE.rglob("*") if p.is_file())
+
+
+def test_a_snapshot_with_no_chip_on_pci_is_no_answer(tmp_path: Path) -> None:
+    # every chip remote cannot be (a remote chip is reached through a local one): a renamed
+    # field must not hide the boards the device files show
+    write_devices(tmp_path, 2)
+    text = snapshot_json(2).replace('"bus_id"', '"pcie_bus_id"')
+    node = accelkit.detect_node(FakeHost(root=tmp_path, commands={SNAPSHOT_ARGV: (0, text)}))
+    assert [(d.id, d.source) for d in node.devices] == [("0", "devfs"), ("1", "devfs")]
+    assert "tt-smi lists no chip with a PCI bus id" in " ".join(
+        d.message for d in node.diagnostics if d.level == "warning"
+    )

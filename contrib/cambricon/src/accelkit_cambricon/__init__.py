@@ -60,8 +60,10 @@ def from_cnmon(host: Host) -> Optional[list[Device]]:
         return None
     parts = CARD.split(text)  # [before, N, block, N, block, ...]
     devices = [card(int(number), block) for number, block in zip(parts[1::2], parts[2::2])]
-    if not devices and text.strip():
-        note(f"cnmon info printed no Card <N> block: {' '.join(text.split())[:160]}", "warning")
+    if not devices:  # a text not understood (or none) is no answer: the device files are asked
+        if text.strip():
+            note(f"cnmon info printed no Card <N> block: {' '.join(text.split())[:160]}", "warning")
+        return None
     return sorted(devices, key=lambda d: int(d.id))
 
 

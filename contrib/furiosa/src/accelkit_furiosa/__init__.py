@@ -107,6 +107,8 @@ def from_smi(host: Host) -> Optional[list[Device]]:
         label = arch_label(info.get("arch"))
         uuid, bdf = info.get("uuid"), info.get("bdf")
         devices.append(Device(number.group(1), type_label=label, uuid=uuid, pci_bus_id=bdf))
+    if found and not devices:  # devices named in a way not understood: no answer
+        return None
     return sorted(devices, key=lambda d: int(d.id))
 
 

@@ -111,8 +111,10 @@ def from_mx_smi(host: Host) -> Optional[list[Device]]:
         for row in rows
         if row
     ]
-    if not devices and text.strip():
-        note(f"mx-smi -L printed no GPU#<i> row: {' '.join(text.split())[:160]}", "warning")
+    if not devices:  # a text not understood (or none) is no answer: the next layer is asked
+        if text.strip():
+            note(f"mx-smi -L printed no GPU#<i> row: {' '.join(text.split())[:160]}", "warning")
+        return None
     return sorted(devices, key=lambda d: int(d.id))
 
 

@@ -73,6 +73,8 @@ def from_gmi(host: Host) -> Optional[list[Device]]:
                 memory_bytes=parse_memory(find_field(record.get("FB Memory Usage"), "Total")),
             )
         )
+    if records and not devices:  # records of a shape not understood: no answer
+        return None
     return sorted(devices, key=lambda d: int(d.id))
 
 

@@ -101,6 +101,8 @@ def from_smi(host: Host) -> Optional[list[Device]]:
                 memory_bytes=parse_memory(str(find_field(record, "total")), "B"),
             )
         )
+    if records and not devices:  # records of a shape not understood: no answer
+        return None
     return sorted(devices, key=lambda d: int(d.id))
 
 

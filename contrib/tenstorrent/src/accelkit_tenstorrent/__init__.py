@@ -100,6 +100,9 @@ def from_tt_smi(host: Host) -> Optional[list[Device]]:
         board = find_field(record, "board_type")
         if bus is not None:
             local.append((bus, "" if board is None else str(board)))
+    if records and not local:  # a remote chip is reached through a local one: not understood
+        note("tt-smi lists no chip with a PCI bus id; asking /dev/tenstorrent", "warning")
+        return None
     if len(local) < len(records):
         note(f"{len(records) - len(local)} chip(s) without a PCI bus id: remote, not devices")
     return [
