@@ -99,8 +99,8 @@ def test_hiding_every_device_writes_a_discard_filter_that_reads_back_as_nothing(
         ({"ZE_AFFINITY_MASK": "0.0,2", "ZE_FLAT_DEVICE_HIERARCHY": "COMBINED"}, ["2"]),
         ({"ZE_AFFINITY_MASK": "0.1,1", "ONEAPI_DEVICE_SELECTOR": "level_zero:0"}, ["1"]),
         ({"ZE_AFFINITY_MASK": "0.1"}, []),
-        # cards are root devices: a stack is named card.stack (no id names it: the list ends)
-        ({"ZE_AFFINITY_MASK": "0.1,1", "ZE_FLAT_DEVICE_HIERARCHY": "COMPOSITE"}, ["0.1", "1"]),
+        # cards are root devices: card.stack shows its card with one stack, not offered
+        ({"ZE_AFFINITY_MASK": "0.1,1", "ZE_FLAT_DEVICE_HIERARCHY": "COMPOSITE"}, ["1"]),
         # Level Zero compares the names as they are: anything else is its default, FLAT
         ({"ZE_AFFINITY_MASK": "0.1,1", "ZE_FLAT_DEVICE_HIERARCHY": "composite"}, ["1"]),
     ],
@@ -109,6 +109,48 @@ def test_reads_the_mask_first_then_the_selector(
     env: dict[str, str], expected: list[str] | None
 ) -> None:
     assert MANAGER.read_visible(env) == expected
+
+
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        # discard terms alone start from every device (SYCL prepends *:*)
+        ("!level_zero:1", ["0", "2", "3"]),
+        ("!level_zero:1,3;!opencl:gpu", ["0", "2"]),
+        ("!*:0", ["1", "2", "3"]),
+        ("!opencl:*", None),  # every Level Zero device: unrestricted
+        ("!level_zero:gpu", []),
+        # a discard takes its devices out of what the accepting terms select
+        ("level_zero:*;!level_zero:0", ["1", "2", "3"]),
+        ("level_zero:0,1;!level_zero:1", ["0"]),
+        ("level_zero:2,0;!level_zero:cpu", ["2", "0"]),
+        ("LEVEL_ZERO:3,1;!Level_Zero:01", ["3"]),
+    ],
+)
+def test_a_selector_discards_devices_from_what_it_accepts(
+    selector: str, expected: Optional[list[str]]
+) -> None:
+    counted = IntelManager()
+    counted.root_devices = 4
+    assert counted.read_visible({"ONEAPI_DEVICE_SELECTOR": selector}) == expected
+
+
+def test_discards_count_over_the_mask_where_one_is_set() -> None:
+    env = {"ZE_AFFINITY_MASK": "4,5,6", "ONEAPI_DEVICE_SELECTOR": "!level_zero:1"}
+    assert MANAGER.read_visible(env) == ["4", "6"]
+
+
+def test_discards_alone_cannot_be_read_before_the_devices_are_counted() -> None:
+    # never widened into "every device": the caller treats it as nothing visible, with why
+    with pytest.raises(ValueError, match="known only once the node is detected"):
+        MANAGER.read_visible({"ONEAPI_DEVICE_SELECTOR": "!level_zero:1"})
+
+
+@pytest.mark.parametrize("selector", ["level_zero:*;!level_zero:0,5", "!level_zero:5;!*:0"])
+def test_a_node_offers_every_gpu_but_the_discarded_ones(selector: str) -> None:
+    node = accelkit.detect_node(load_snapshot(SNAPSHOT, env={"ONEAPI_DEVICE_SELECTOR": selector}))
+    assert [d.id for d in node.devices] == ["1", "2", "3", "4", "6", "7"]
+    assert not [d for d in node.diagnostics if d.family == "intel" and d.level != "info"]
 
 
 TEXT = st.one_of(st.none(), st.text(alphabet="level_zro:*;!0123456789,. gpuNoDvFis", max_size=30))
@@ -124,7 +166,9 @@ def test_any_mask_and_selector_read_without_raising(
         for k, v in (("ZE_AFFINITY_MASK", mask), ("ONEAPI_DEVICE_SELECTOR", selector))
         if v is not None
     }
-    ids = MANAGER.read_visible(env)
+    counted = IntelManager()
+    counted.root_devices = 4  # what detect() keeps: a selector of discards alone needs it
+    ids = counted.read_visible(env)
     assert ids is None or all(
         token and token.strip() == token and "," not in token for token in ids
     )
@@ -437,3 +481,20 @@ def test_snapshot_in_composite_mode_has_one_device_per_card() -> None:
     assert [(d.id, d.pci_bus_id) for d in by_sysfs] == [
         (d.id, d.pci_bus_id) for d in MANAGER.detect(replay)
     ]
+
+
+def test_a_composite_mask_naming_a_stack_says_so_and_offers_whole_cards_only() -> None:
+    env = {"ZE_FLAT_DEVICE_HIERARCHY": "COMPOSITE", "ZE_AFFINITY_MASK": "2,1.0"}
+    node = accelkit.detect_node(load_snapshot(SNAPSHOT, env=env))
+    assert [d.id for d in node.devices] == ["2"]
+    assert [d.message for d in node.diagnostics if d.level == "warning"] == [
+        "ZE_AFFINITY_MASK names stacks (1.0): each shows its card with one stack, which is not "
+        "offered (name whole cards, or use FLAT mode)"
+    ]
+
+
+def test_a_mask_token_naming_nothing_is_said_of_the_mask() -> None:
+    node = accelkit.detect_node(load_snapshot(SNAPSHOT, env={"ZE_AFFINITY_MASK": "1,9"}))
+    assert [d.id for d in node.devices] == ["1"]
+    warnings = [d.message for d in node.diagnostics if d.level == "warning"]
+    assert len(warnings) == 1 and warnings[0].startswith("ZE_AFFINITY_MASK names '9', which")

@@ -74,10 +74,10 @@ def step_restrict(state: Detection) -> None:
             try:
                 passed_over = [*family.excluded, *family.withheld]
                 family.devices = _restrict(
-                    family.manager, family.devices, passed_over, family.tokens
+                    family.manager, family.host.env, family.devices, passed_over, family.tokens
                 )
                 family.devices = _without_parent_ids(
-                    family.manager, family.devices, family.detected
+                    family.manager, family.host.env, family.devices, family.detected
                 )
             except PLUGIN_FAULTS as exc:  # a plugin's matches() is broken
                 note(f"visibility rules failed: {type(exc).__name__}: {exc}; no devices", "error")
@@ -105,7 +105,7 @@ def _read_visibility(family: Family, provided: set[str]) -> None:
                 "device(s) visible",
                 "warning",
             )
-    family.tokens = None if tokens is None else _distinct(manager, tokens)
+    family.tokens = None if tokens is None else _distinct(manager, env, tokens)
     tokens = family.tokens
     if tokens is not None:
         family.restriction = _visibility_text(manager, env)
@@ -121,7 +121,7 @@ def _read_visibility(family: Family, provided: set[str]) -> None:
     note(f"no device detected; {len(family.devices)} logical device(s) from {family.restriction}")
 
 
-def _distinct(manager: AcceleratorManager, tokens: list[str]) -> list[str]:
+def _distinct(manager: AcceleratorManager, env: Mapping[str, str], tokens: list[str]) -> list[str]:
     """Visibility tokens without aliases (``9`` and ``09`` are one device to every runtime) and
     at most MAX_DEVICES of them; what is dropped is a warning."""
     kept: dict[str, str] = {}
@@ -131,14 +131,14 @@ def _distinct(manager: AcceleratorManager, tokens: list[str]) -> list[str]:
         first = kept.get(alias, token)
         if first != token:
             note(
-                f"{_visibility_var(manager)} names {shown(first)} and {shown(token)}, the same "
+                f"{_naming(manager, env, token)} names {shown(first)} and {shown(token)}, the same "
                 "device; keeping the first",
                 "warning",
             )
             continue
         if alias not in kept and len(kept) == MAX_DEVICES:
             note(
-                f"{_visibility_var(manager)} names {len(tokens)} ids; keeping the first "
+                f"{_naming(manager, env)} names {len(tokens)} ids; keeping the first "
                 f"{MAX_DEVICES} (accelkit.detect.MAX_DEVICES)",
                 "warning",
             )
@@ -187,6 +187,7 @@ def _named(manager: AcceleratorManager, token: str, devices: Sequence[Device]) -
 
 def _restrict(
     manager: AcceleratorManager,
+    env: Mapping[str, str],
     devices: list[Device],
     passed_over: list[Device],
     tokens: Sequence[str],
@@ -196,7 +197,6 @@ def _restrict(
     the detected devices the node leaves out (excluded, or not offered): the runtime still
     counts them, so a token is matched against them too (a UUID prefix one of them shares is
     ambiguous), and one naming them is passed over while taking an ordinal."""
-    var = _visibility_var(manager)
     detected = [*devices, *passed_over]
     left_out = {d.id for d in passed_over}
     parents = {d.parent for d in detected if d.parent}
@@ -204,6 +204,7 @@ def _restrict(
     taken: set[str] = set()
     ordinal = 0  # the runtime's ordinal of the next device the tokens name
     for position, token in enumerate(tokens):
+        var = _naming(manager, env, token)
         named = _named(manager, token, detected)
         if not named and token in parents:
             note(
@@ -252,7 +253,10 @@ def _listed(tokens: Sequence[str]) -> str:
 
 
 def _without_parent_ids(
-    manager: AcceleratorManager, visible: list[Device], detected: Sequence[Device]
+    manager: AcceleratorManager,
+    env: Mapping[str, str],
+    visible: list[Device],
+    detected: Sequence[Device],
 ) -> list[Device]:
     """The visible devices, less any that a token renamed to the id of a device whose partitions
     are listed in its place; the rest keep their ordinals (the runtime still counted the token).
@@ -268,9 +272,9 @@ def _without_parent_ids(
     clashing = [d for d in visible if d.id in parents]
     for device in clashing:
         note(
-            f"{_visibility_var(manager)} names {shown(device.id)}, a device whose partitions are "
-            "listed in its place, and the family's matching also reached another device by it; "
-            "leaving it out (name partitions by their own ids)",
+            f"{_naming(manager, env, device.id)} names {shown(device.id)}, a device whose "
+            "partitions are listed in its place, and the family's matching also reached another "
+            "device by it; leaving it out (name partitions by their own ids)",
             "warning",
         )
     return [d for d in visible if d.id not in parents]
@@ -293,5 +297,12 @@ def _note_markers_among_ids(manager: AcceleratorManager, env: Mapping[str, str])
             )
 
 
-def _visibility_var(manager: AcceleratorManager) -> str:
-    return manager.visible_devices_env_var or "the visibility variable"
+def _naming(manager: AcceleratorManager, env: Mapping[str, str], token: str = "") -> str:
+    """The variable a message says names ``token``: the family's primary one where it is set,
+    else the variables it reads that hold the token (Intel's ``ZE_AFFINITY_MASK`` names devices
+    on its own)."""
+    primary = manager.visible_devices_env_var
+    if primary and primary in env:
+        return primary
+    holding = [n for n in variables_read(manager) if n in env and token in env[n]]
+    return " and ".join(holding) or primary or "the visibility variable"
