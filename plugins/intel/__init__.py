@@ -11,11 +11,8 @@ Ids count in PCI order in every layer: a grant writes ``ZE_ENABLE_PCI_ID_DEVICE_
 Zero's own order is the driver's otherwise) and the dpctl probe runs with it. ``ZE_AFFINITY_MASK``
 applies first and the SYCL selector's indices are read relative to its list, so a grant writes
 the selector and unsets the mask; hiding every device writes ``!level_zero:*;!opencl:gpu`` (a
-Level Zero discard alone leaves the OpenCL GPUs visible). Reading accepts bare lists (``0,1``)
-and selector terms (``level_zero:0,1;opencl:*``; ``*`` or ``gpu`` select all); a discard term
-(``!level_zero:1``) takes its devices out of what the others select, and a selector of discard
-terms alone starts from every device (SYCL reads it as if ``*:*`` came first), so which devices
-remain depends on how many Level Zero counts: ``detect()`` keeps that count for reading.
+Level Zero discard alone leaves the OpenCL GPUs visible). How the variables are read, discard
+terms included: ``variables``.
 
 Integrated GPUs share the vendor id 0x8086 and take a Level Zero ordinal too, so they are
 counted but never offered (``Device.offered`` False). The rule: on PCI layers (xpu-smi, sysfs)
@@ -36,20 +33,18 @@ from typing import Any, Callable, Optional
 
 from accelkit import AcceleratorManager, Device, Frameworks, Host, hookimpl, note
 from accelkit.detect import (
-    NOTHING_VISIBLE,
     call_probe,
     detect_layers,
     drm_devices,
     find_field,
     first_records,
-    is_index,
     join_ids,
     normalise_bus_id,
     parse_int,
-    split_ids,
-    stacked_ids,
     type_label,
 )
+
+from .variables import STACKS_ARE_ROOTS, hierarchy, visible_root_devices
 
 PRODUCTS = {  # product -> PCI device ids, for layers that name a card only by its id
     "Max 1550": (0x0BD5, 0x0BD6),
@@ -70,13 +65,7 @@ TYPE_LABELS = (
 )
 DISCRETE = "(?i)" + "|".join(pattern for pattern, _ in TYPE_LABELS)
 STACKS = {"Intel-GPU-Max-1550": 2, "Intel-GPU-Max-1450": 2, "Intel-GPU-Max-1350": 2}
-# Hierarchies in which SYCL (whose numbering ONEAPI_DEVICE_SELECTOR uses) lists each stack as a
-# root device: FLAT, and COMBINED, where Level Zero itself shows cards but SYCL still shows stacks.
-STACKS_ARE_ROOTS = ("FLAT", "COMBINED")
-HIERARCHIES = (*STACKS_ARE_ROOTS, "COMPOSITE")
 INTEGRATED_BUS = "0000:00:02.0"
-MASK_ID = r"^[0-9]+(\.[0-9]+)?$"  # a device or device.stack; no selector syntax
-DISCARD_ALL = {"*", "gpu"}  # device tokens that name every GPU of a backend
 XPU_SMI = ("xpu-smi", "discovery", "-j")
 PCI_ORDER = {"ZE_ENABLE_PCI_ID_DEVICE_ORDER": "1"}
 PROBE_ENV = {**PCI_ORDER, "ONEAPI_DEVICE_SELECTOR": None, "ZE_AFFINITY_MASK": None}
@@ -105,29 +94,8 @@ class IntelManager(AcceleratorManager):
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
         """``ZE_AFFINITY_MASK`` first, then ``ONEAPI_DEVICE_SELECTOR``'s ids relative to it,
-        less what the selector discards. Raises ``ValueError`` for a selector that discards
-        from every device where the devices were not counted (no detection ran)."""
-        mask = affinity_mask(env)
-        accepted, discarded = selector_terms(env.get("ONEAPI_DEVICE_SELECTOR"))
-        if not discarded:
-            return stacked_ids(mask, accepted)
-        if DISCARD_ALL & set(discarded):
-            return stacked_ids(mask, [])
-        if accepted is None:
-            accepted = [str(n) for n in range(self.count_roots(mask))]
-        gone = {int(token) for token in discarded if is_index(token)}
-        return stacked_ids(mask, [t for t in accepted if not (is_index(t) and int(t) in gone)])
-
-    def count_roots(self, mask: Optional[list[str]]) -> int:
-        """How many root devices a selector's indices count over: the mask's, else all."""
-        if mask is not None:
-            return len(mask)
-        if self.root_devices is None:
-            raise ValueError(
-                "a selector of discard terms alone leaves every device it does not name, and "
-                "how many there are is known only once the node is detected"
-            )
-        return self.root_devices
+        less what the selector discards (``variables``)."""
+        return visible_root_devices(env, self.root_devices)
 
     def visibility_env(
         self, ids: Sequence[str], *, total: Optional[int] = None
@@ -143,45 +111,6 @@ class IntelManager(AcceleratorManager):
         devices = detect_layers(host, *layers)
         self.root_devices = len(devices)
         return devices
-
-
-def affinity_mask(env: Mapping[str, str]) -> Optional[list[str]]:
-    """The root devices ``ZE_AFFINITY_MASK`` names: None when it is unset. Its ``card.stack``
-    entries are left out: where stacks are root devices Level Zero skips them (a stack is named
-    by its own index there), and in COMPOSITE mode such an entry shows its card with one stack,
-    which is not offered (a grant unsets the mask, and would show the whole card)."""
-    mask = split_ids(env.get("ZE_AFFINITY_MASK"))
-    if mask is None:
-        return None
-    stacks = [t for t in mask if re.match(MASK_ID, t) and "." in t]
-    if stacks and hierarchy(env) == "COMPOSITE":
-        note(
-            f"ZE_AFFINITY_MASK names stacks ({', '.join(stacks)}): each shows its card with "
-            "one stack, which is not offered (name whole cards, or use FLAT mode)",
-            "warning",
-        )
-    return [t for t in mask if re.match(MASK_ID, t) and "." not in t]
-
-
-def selector_terms(value: Optional[str]) -> tuple[Optional[list[str]], list[str]]:
-    """(accepted, discarded): the Level Zero tokens of a SYCL selector's terms and of its
-    ``!`` terms. Accepted is None for every device: no selector, a term of ``*`` or ``gpu``,
-    or discard terms alone (SYCL reads them as if ``*:*`` came first); [] when the accepting
-    terms name other backends only."""
-    if value is None or value.strip() in NOTHING_VISIBLE:
-        return (None if value is None else []), []
-    accepted: list[str] = []
-    discarded: list[str] = []
-    accepts_any = False
-    for term in value.split(";"):
-        discard = term.strip().startswith("!")
-        backend, _, tokens = term.strip().lstrip("!").rpartition(":")
-        accepts_any = accepts_any or not discard
-        if backend.strip().lower() in ("", "*", "level_zero"):
-            (discarded if discard else accepted).extend(split_ids(tokens, ()) or [])
-    if not accepts_any or DISCARD_ALL & set(accepted):
-        return None, discarded
-    return accepted, discarded
 
 
 def card(
@@ -202,13 +131,6 @@ def card(
     uuid = str(uuid) if uuid and stacks == 1 else None  # a card's UUID names none of its stacks
     facts = {"model": model, "uuid": uuid, "memory_bytes": parse_int(memory), "pci_bus_id": bus_id}
     return [Device("0", type_label=label, **facts)] * stacks
-
-
-def hierarchy(env: Mapping[str, str]) -> str:
-    """The effective ``ZE_FLAT_DEVICE_HIERARCHY``: FLAT unless it is one of Level Zero's three
-    names, spelt exactly (compute-runtime compares them as they are: ``composite`` is FLAT)."""
-    value = env.get("ZE_FLAT_DEVICE_HIERARCHY", "")
-    return value if value in HIERARCHIES else "FLAT"
 
 
 def numbered(cards: Iterable[list[Device]]) -> list[Device]:

@@ -1,0 +1,105 @@
+"""Which Intel GPUs a process sees: ``ZE_AFFINITY_MASK`` read as Level Zero reads it, then
+``ONEAPI_DEVICE_SELECTOR`` as SYCL reads it, relative to the mask's list.
+
+Ids are root-device ordinals under the effective ``ZE_FLAT_DEVICE_HIERARCHY``. The mask names
+root devices, or ``card.stack``: where stacks are root devices (FLAT, the default, and COMBINED,
+where SYCL still lists stacks) Level Zero skips such an entry; in COMPOSITE mode it shows its
+card with that stack alone, which is not offered (a grant unsets the mask, and would show the
+whole card). The selector's terms are joined by ``;``; a term names a backend (``level_zero``,
+``*``, or none in the bare lists accepted on read) and devices (ordinals, ``*`` or ``gpu`` for
+all). A ``!`` term discards what it names from what the other terms accept, and a selector of
+discard terms alone starts from every device (SYCL reads it as if ``*:*`` came first): which
+devices remain then depends on how many Level Zero counts, which the manager's ``detect()``
+keeps.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Optional
+
+from accelkit import note
+from accelkit.detect import NOTHING_VISIBLE, is_index, split_ids, stacked_ids
+
+__all__ = ["HIERARCHIES", "STACKS_ARE_ROOTS", "hierarchy", "visible_root_devices"]
+
+# Hierarchies in which SYCL (whose numbering ONEAPI_DEVICE_SELECTOR uses) lists each stack as a
+# root device: FLAT, and COMBINED, where Level Zero itself shows cards but SYCL still shows stacks.
+STACKS_ARE_ROOTS = ("FLAT", "COMBINED")
+HIERARCHIES = (*STACKS_ARE_ROOTS, "COMPOSITE")
+MASK_ID = r"^[0-9]+(\.[0-9]+)?$"  # a device or device.stack; no selector syntax
+ALL_GPUS = {"*", "gpu"}  # selector device tokens that name every GPU of a backend
+
+
+def visible_root_devices(
+    env: Mapping[str, str], root_devices: Optional[int]
+) -> Optional[list[str]]:
+    """The root devices the mask and the selector leave visible: None for every one.
+    ``root_devices`` is how many Level Zero counts (None: not counted); a selector that
+    discards from every device without it raises ``ValueError``, never read as "all"."""
+    mask = affinity_mask(env)
+    accepted, discarded = selector_terms(env.get("ONEAPI_DEVICE_SELECTOR"))
+    if not discarded:
+        return stacked_ids(mask, accepted)
+    if ALL_GPUS & set(discarded):
+        return stacked_ids(mask, [])
+    if accepted is None:
+        accepted = [str(n) for n in range(_roots_counted(mask, root_devices))]
+    gone = {int(token) for token in discarded if is_index(token)}
+    return stacked_ids(mask, [t for t in accepted if not (is_index(t) and int(t) in gone)])
+
+
+def _roots_counted(mask: Optional[list[str]], root_devices: Optional[int]) -> int:
+    """How many root devices the selector's ordinals count over: the mask's, else all."""
+    if mask is not None:
+        return len(mask)
+    if root_devices is None:
+        raise ValueError(
+            "a selector of discard terms alone leaves every device it does not name, and how "
+            "many there are is known only once the node is detected"
+        )
+    return root_devices
+
+
+def hierarchy(env: Mapping[str, str]) -> str:
+    """The effective ``ZE_FLAT_DEVICE_HIERARCHY``: FLAT unless it is one of Level Zero's three
+    names, spelt exactly (compute-runtime compares them as they are: ``composite`` is FLAT)."""
+    value = env.get("ZE_FLAT_DEVICE_HIERARCHY", "")
+    return value if value in HIERARCHIES else "FLAT"
+
+
+def affinity_mask(env: Mapping[str, str]) -> Optional[list[str]]:
+    """The root devices ``ZE_AFFINITY_MASK`` names, ``card.stack`` entries left out (see the
+    module); None when it is unset."""
+    mask = split_ids(env.get("ZE_AFFINITY_MASK"))
+    if mask is None:
+        return None
+    stacks = [t for t in mask if re.match(MASK_ID, t) and "." in t]
+    if stacks and hierarchy(env) == "COMPOSITE":
+        note(
+            f"ZE_AFFINITY_MASK names stacks ({', '.join(stacks)}): each shows its card with "
+            "one stack, which is not offered (name whole cards, or use FLAT mode)",
+            "warning",
+        )
+    return [t for t in mask if re.match(MASK_ID, t) and "." not in t]
+
+
+def selector_terms(value: Optional[str]) -> tuple[Optional[list[str]], list[str]]:
+    """(accepted, discarded): the Level Zero tokens of a selector's terms and of its ``!``
+    terms. Accepted is None for every device: no selector, a term of ``*`` or ``gpu``, or
+    discard terms alone; [] when the accepting terms name other backends only."""
+    if value is None or value.strip() in NOTHING_VISIBLE:
+        return (None if value is None else []), []
+    accepted: list[str] = []
+    discarded: list[str] = []
+    accepts_any = False
+    for term in value.split(";"):
+        discard = term.strip().startswith("!")
+        backend, _, tokens = term.strip().lstrip("!").rpartition(":")
+        accepts_any = accepts_any or not discard
+        if backend.strip().lower() in ("", "*", "level_zero"):
+            (discarded if discard else accepted).extend(split_ids(tokens, ()) or [])
+    if not accepts_any or ALL_GPUS & set(accepted):
+        return None, discarded
+    return accepted, discarded
