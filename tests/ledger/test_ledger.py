@@ -9,12 +9,13 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from accelkit import InvalidRequest, LedgerError, Node, Unsatisfiable
 from accelkit.ledger._holder import Holder, boot_id
 from accelkit.ledger._ledger import Ledger
-from ledger_support import HoldingProcess, hold_in_turn
+from ledger_support import HoldingProcess, hold_in_turn, run
 
 
 def test_acquire_release_and_grants(ledger_path: Path, h100: Node) -> None:
@@ -244,6 +245,59 @@ def test_a_corrupt_ledger_is_a_clear_error_never_a_reset(
         Ledger(ledger_path, h100).acquire({"GPU": 1})
     assert str(ledger_path) in str(caught.value) and f"rm {ledger_path}" in str(caught.value)
     assert ledger_path.read_text() == content
+
+
+def _mutated(data: dict[str, Any], change: str) -> str:
+    """A ledger holding one live grant, changed as ``change`` says (its text)."""
+    record = data["grants"][0]
+    if change == "deep nesting":
+        return "[" * 100_000 + "]" * 100_000
+    if change == "holder pid 2**40":
+        record["holder"]["pid"] = 2**40
+    elif change == "boot is a number":
+        data["boot"] = 5
+    elif change == "version true":
+        data["version"] = True
+    elif change == "grant recorded twice":
+        data["grants"].append(json.loads(json.dumps(record)))
+    elif change == "node without summary":
+        data["node"] = {"fingerprint": data["node"]["fingerprint"]}
+    elif change == "since NaN":
+        record["since"] = float("nan")
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    ("change", "complaint"),
+    [
+        ("deep nesting", "nested too deeply"),
+        ("holder pid 2**40", r"a holder is .* 0 < N < 2147483648"),
+        ("boot is a number", "its boot id is 5, not text"),
+        ("version true", "version True, where this accelkit reads 2"),
+        ("grant recorded twice", r"grant token \d+ is recorded twice"),
+        ("node without summary", "its node is"),
+        ("since NaN", "a time is nan, not a finite number"),
+    ],
+)
+def test_a_ledger_corrupted_around_a_live_grant_is_reported_never_reset(
+    ledger_path: Path, h100: Node, change: str, complaint: str
+) -> None:
+    live = Ledger(ledger_path, h100).acquire({"GPU": 1})
+    assert live is not None
+    content = _mutated(json.loads(ledger_path.read_text()), change)
+    ledger_path.write_text(content)
+    with pytest.raises(LedgerError, match=complaint) as caught:
+        Ledger(ledger_path, h100).acquire({"GPU": 8})
+    assert f"the ledger {ledger_path} is corrupt" in str(caught.value)
+    assert f"rm {ledger_path}" in str(caught.value)
+    assert ledger_path.read_text() == content  # never reset
+
+
+def test_the_cli_names_a_too_deeply_nested_ledger(ledger_path: Path) -> None:
+    ledger_path.write_text("[" * 100_000 + "]" * 100_000)
+    shown = run(ledger_path, "ps")
+    assert shown.returncode != 0 and "internal error" not in shown.stderr
+    assert f"the ledger {ledger_path} is corrupt" in shown.stderr
 
 
 def test_a_malformed_grant_record_is_reported_as_corrupt(ledger_path: Path, h100: Node) -> None:

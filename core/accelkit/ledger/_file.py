@@ -35,6 +35,7 @@ import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from math import isfinite
 from typing import TYPE_CHECKING, Any, Optional
 
 from accelkit._json import check_keys
@@ -346,20 +347,29 @@ class LedgerFile:
             return self._parse(json.loads(raw))
         except ValueError as error:
             raise self.corrupt(str(error)) from None
+        except RecursionError:  # json nests by recursion: a ledger is never this deep
+            raise self.corrupt("its JSON is nested too deeply to be a ledger") from None
 
     def _parse(self, data: Any) -> LedgerState:
-        if isinstance(data, dict) and data.get("version") not in READS:
+        if isinstance(data, dict) and not (
+            _whole(data.get("version")) and data["version"] in READS
+        ):
             raise self._foreign(data.get("version"))
         data = check_keys(data, _KEYS, "the ledger", required=_KEYS)
+        boot = data["boot"]
+        if not isinstance(boot, str):  # read as another boot, it would drop every live grant
+            raise ValueError(f"its boot id is {boot!r:.80}, not text")
         node = data["node"]
         if node is not None and not (
-            isinstance(node, dict) and all(isinstance(v, str) for v in node.values())
+            isinstance(node, dict)
+            and sorted(node) == ["fingerprint", "summary"]
+            and all(isinstance(v, str) for v in node.values())
         ):
             raise ValueError(f"its node is {{'fingerprint': ..., 'summary': ...}}, not {node!r}")
         next_ticket = data["next_ticket"]
         if not isinstance(next_ticket, int) or isinstance(next_ticket, bool):
             raise ValueError(f"next_ticket is {next_ticket!r}, not a whole number")
-        state = LedgerState(boot=str(data["boot"]), node=node, next_ticket=next_ticket)
+        state = LedgerState(boot=boot, node=node, next_ticket=next_ticket)
         for entry in _list(data["grants"], "grants"):
             entry = check_keys(entry, _RECORD_KEYS, "a ledger grant", required=_RECORD_REQUIRED)
             grant = entry["grant"]
@@ -393,6 +403,8 @@ class LedgerFile:
                     parent=_optional_whole(entry.get("parent"), "a ticket's parent"),
                 )
             )
+        _check_once([r.token for r in state.grants], "grant token")
+        _check_once([t.ticket for t in state.queue], "ticket number")
         return state
 
     # -- writing -----------------------------------------------------------------------------
@@ -472,6 +484,16 @@ def _list(value: object, key: str) -> list[Any]:
     return value
 
 
+def _check_once(numbers: list[int], what: str) -> None:
+    """Each grant and ticket is recorded once: a second record of one would count its devices
+    twice, or release them while the first still holds them."""
+    seen: set[int] = set()
+    for number in numbers:
+        if number in seen:
+            raise ValueError(f"{what} {number} is recorded twice")
+        seen.add(number)
+
+
 def _whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -486,6 +508,6 @@ def _optional_whole(value: object, what: str) -> Optional[int]:
 
 
 def _time(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"a time is {value!r:.80}, not a number")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not isfinite(value):
+        raise ValueError(f"a time is {value!r:.80}, not a finite number")
     return float(value)

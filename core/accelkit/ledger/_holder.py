@@ -17,6 +17,8 @@ __all__ = ["Holder", "boot_id"]
 _PROC = "/proc"
 _START_FIELD = 22
 """``starttime`` in proc(5): the process's start, in clock ticks after boot."""
+_PID_LIMIT = 2**31
+"""Above every pid a kernel gives (``pid_t`` is a C int; ``os.kill`` refuses more)."""
 _GONE_STATES = ("Z", "X")
 """A zombie (exited, not yet reaped) or dead task holds nothing any more."""
 
@@ -78,9 +80,11 @@ class Holder(NamedTuple):
             not isinstance(data, dict)
             or sorted(data) != ["pid", "start"]
             or not all(_whole(v) for v in data.values())
-            or data["pid"] < 1
+            or not 0 < data["pid"] < _PID_LIMIT
         ):
-            raise ValueError(f"a holder is {{'pid': N, 'start': N}}, not {data!r:.80}")
+            raise ValueError(
+                f"a holder is {{'pid': N, 'start': N}} with 0 < N < {_PID_LIMIT}, not {data!r:.80}"
+            )
         return cls(data["pid"], data["start"])
 
     def __str__(self) -> str:
