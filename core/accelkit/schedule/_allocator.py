@@ -159,7 +159,9 @@ class _CapacityStep(_Step):
 
 
 class _FractionStep(_Step):
-    """A share below 1 of one device, best fit among the allowed positions of each family."""
+    """A share below 1 of one device, best fit among the allowed positions of every family that
+    serves the resource: one device is packed before the next is opened, whichever family it is
+    of. Each family's best fit costs a walk of its free levels, never of its devices."""
 
     __slots__ = ("candidates", "share")
 
@@ -169,11 +171,13 @@ class _FractionStep(_Step):
         self.share = from_units(units)
 
     def find(self) -> Any:
+        best: Optional[tuple[_Pool, int]] = None
+        least = UNIT + 1
         for pool, allowed in self.candidates:
             position = pool.best_fit(self.units, allowed)
-            if position >= 0:
-                return pool, position
-        return None
+            if position >= 0 and pool.free[position] < least:  # ties: the first family's
+                best, least = (pool, position), pool.free[position]
+        return best
 
     def take(self, where: Any, devices: list[tuple[Device, float]], held: list[Any]) -> None:
         pool, position = where
