@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 from pathlib import Path
 
 import pytest
-from accelkit import LedgerError, Unsatisfiable, load_snapshot
+from accelkit import LedgerError, Registry, Unsatisfiable, detect_node, load_snapshot
 from accelkit.ledger._file import GRANT_VAR, LEDGER_VAR
 from accelkit.ledger._holder import Holder, boot_id
 from accelkit.ledger._identity import fingerprint
@@ -196,3 +197,70 @@ def test_a_ledger_this_process_may_not_write_is_listed_as_it_is(
     monkeypatch.setattr(os, "access", lambda *args, **kwargs: False)
     assert [h.holder.pid for h in Ledger(ledger_path).view().holdings] == [os.getpid()]
     assert ledger_path.read_text() == before  # read only, the dead holder left in the file
+
+
+def test_a_process_with_another_set_of_plugins_meets_the_same_ledger(ledger_path: Path) -> None:
+    """Detection lists every registered family; one without devices says nothing of the node."""
+    everything = Ledger(ledger_path, host=load_snapshot(H100))
+    assert everything.acquire({"GPU": 1}) is not None
+    fewer = Registry(autoload=False, env={"ACCELKIT_DISABLE_PLUGINS": "tpu"})
+    other = Ledger(ledger_path, host=load_snapshot(H100), registry=fewer)
+    assert "tpu" in everything.node.policies and "tpu" not in other.node.policies
+    taken = other.acquire({"GPU": 1})
+    assert taken is not None and taken.ids == {"GPU": ["1"]}
+
+
+def test_another_node_with_the_same_summary_is_told_what_differs(ledger_path: Path) -> None:
+    ledger = Ledger(ledger_path, host=load_snapshot(H100))
+    assert ledger.acquire({"GPU": 1}) is not None
+    data = json.loads(ledger_path.read_text())
+    data["node"]["fingerprint"] = "00000000"
+    ledger_path.write_text(json.dumps(data))
+    with pytest.raises(LedgerError, match="the same resources, but a device's id, index, type"):
+        Ledger(ledger_path, host=load_snapshot(H100)).acquire({"GPU": 1})
+
+
+def test_a_live_ledger_written_before_the_identity_changed_is_still_this_node(
+    ledger_path: Path,
+) -> None:
+    """Earlier accelkit hashed every registered family's policy and every resource."""
+    ledger = Ledger(ledger_path, host=load_snapshot(H100))
+    assert ledger.acquire({"GPU": 1}) is not None
+    node = ledger.node
+    facts = {
+        "devices": [
+            [d.family, d.id, d.resource_name, d.index, d.type_label, d.parent] for d in node.devices
+        ],
+        "resources": sorted(node.resources.items()),
+        "families": {name: p.to_dict() for name, p in sorted(node.policies.items())},
+    }
+    earlier = {"fingerprint": f"{zlib.crc32(json.dumps(facts, sort_keys=True).encode()):08x}"}
+    earlier["summary"] = "GPU=8, accelerator_type:H100=1"
+    data = json.loads(ledger_path.read_text())
+    ledger_path.write_text(json.dumps({**data, "node": earlier}))
+    taken = Ledger(ledger_path, host=load_snapshot(H100)).acquire({"GPU": 1})
+    assert taken is not None and taken.ids == {"GPU": ["1"]}
+    assert json.loads(ledger_path.read_text())["node"] == earlier  # kept while grants live
+
+
+def test_an_override_of_plain_capacity_meets_the_physical_node(ledger_path: Path) -> None:
+    plain = Ledger(ledger_path, host=load_snapshot(H100))
+    assert plain.acquire({"GPU": 1}) is not None
+    scratch = Ledger(ledger_path, host=load_snapshot(H100), overrides={"scratch_disk": 2})
+    assert fingerprint(scratch.node) == fingerprint(plain.node)
+    taken = scratch.acquire({"GPU": 1, "scratch_disk": 1})
+    assert taken is not None and taken.ids == {"GPU": ["1"]}
+    assert scratch.acquire({"scratch_disk": 1}) is not None
+    assert scratch.acquire({"scratch_disk": 1}) is None  # its two are held
+    after = plain.acquire({"GPU": 1})  # counts the GPUs, not the other user's scratch disk
+    assert after is not None and after.ids == {"GPU": ["2"]}
+
+
+def test_a_node_given_already_narrowed_meets_the_physical_node(ledger_path: Path) -> None:
+    """``Ledger(node=detect_node())`` in a restricted shell, as a pool given its node does."""
+    assert Ledger(ledger_path, host=load_snapshot(H100)).acquire({"GPU": 1}) is not None
+    host = load_snapshot(H100, env={"CUDA_VISIBLE_DEVICES": "0,2,3"})
+    given = Ledger(ledger_path, detect_node(host=host), host=host)
+    assert fingerprint(given.node) == fingerprint(Ledger(ledger_path, host=host).node)
+    taken = [given.acquire({"GPU": 1}) for _ in range(3)]
+    assert [t.ids if t else None for t in taken] == [{"GPU": ["2"]}, {"GPU": ["3"]}, None]

@@ -11,8 +11,19 @@ process sees it only says which of the physical devices it may take (:class:`Res
 matched by UUID, else by id, since a visibility variable may name a device by either.
 
 One case keeps the old identity: a node the configuration makes up (logical devices an override
-or a visibility variable creates where nothing is detected, or capacity beyond the machine's).
-There is no physical device to share then, so the ledger serves the node as configured.
+or a visibility variable creates where nothing is detected). There is no physical device to share
+then, so the ledger serves the node as configured. Plain capacity an override gives one user
+(``scratch_disk=2``) is no device: that process meets the physical node, with its capacity.
+
+A node handed in already narrowed (``Ledger(node=detect_node())`` in a shell with
+``CUDA_VISIBLE_DEVICES`` set: its ``detected`` counts more devices than it lists) is matched the
+same way, against the node detected on the host without the restriction.
+
+The identity (:func:`fingerprint`) covers what the node's devices are, and only that: families
+that have no device on the node, and plain capacity, are left out, so that a process with
+another set of plugins, or one user's override, meets the same ledger. A ledger written before
+this rule recorded every registered family's policy; it is still taken for this node while its
+grants live, when this process's plugins are the writer's (:func:`earlier_identity`).
 
 A process that runs on a grant finds it in ``ACCELKIT_GRANT`` (``<token>@<ledger>``, written by
 :func:`grant_variable` into the grant's environment), and takes steps of that grant.
@@ -23,12 +34,15 @@ from __future__ import annotations
 import json
 import os
 import zlib
+from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from accelkit._faults import PLUGIN_FAULTS
-from accelkit.host import Host, HostView
+from accelkit.host import Host, HostView, LocalHost
 from accelkit.ledger._file import GRANT_VAR, grant_named
+from accelkit.manager import ACCELERATOR_TYPE_PREFIX
 
 if TYPE_CHECKING:
     from accelkit.device import Device
@@ -42,10 +56,13 @@ __all__ = [
     "Restriction",
     "allocatable",
     "counterpart",
+    "earlier_identity",
     "enclosing_grant",
     "fingerprint",
+    "given_node",
     "grant_variable",
     "ledger_node",
+    "mismatch",
 ]
 
 DeviceKey = tuple[str, str]
@@ -68,41 +85,77 @@ def ledger_node(
     """The node a ledger serves for a process on ``host``, and what the process may take of it
     (None: all of it). One detection when nothing restricts the process, two otherwise."""
     from accelkit.node._detect import detect_node
-    from accelkit.node._operator import CONFIG_ENV_VARS
 
-    names = {*CONFIG_ENV_VARS, *(n for m in registry.managers() for n in _visibility_names(m))}
-    present = sorted(name for name in names if name in host.env)
+    present = _restricting(host, registry)
     if not present and not overrides:
         return detect_node(host, registry=registry), None
     physical = detect_node(_Lifted(host, present), registry=registry)
     seen = detect_node(host, overrides, registry=registry)
-    keys = _counterparts(seen, physical)
-    if keys is None:
-        return seen, None
-    if keys == {_key(d) for d in allocatable(physical)}:
-        return physical, None
     causes = [f"{name}={host.env[name]!r}" for name in present]
     causes += [f"--override {name}={value}" for name, value in (overrides or {}).items()]
-    return physical, Restriction(frozenset(keys), ", ".join(causes))
+    return _part_of(seen, physical, ", ".join(causes))
+
+
+def given_node(
+    node: Node, host: Optional[Host], registry: Registry
+) -> tuple[Node, Optional[Restriction]]:
+    """The node a ledger serves when handed ``node``, and what it may take: ``node`` itself,
+    unless detection narrowed it (a visibility variable, an exclusion, an override); then the
+    node detected on ``host`` (None: this machine) without the restriction, of which it takes
+    ``node``'s devices, as a process that detects its node itself does."""
+    from accelkit.node._detect import detect_node
+
+    listed = Counter(d.family for d in node.devices)
+    if all(count <= listed[family] for family, count in node.detected.items()):
+        return node, None
+    host = LocalHost() if host is None else host
+    physical = detect_node(_Lifted(host, _restricting(host, registry)), registry=registry)
+    return _part_of(node, physical, "the node given to the ledger, detected narrowed")
 
 
 def fingerprint(node: Node) -> dict[str, str]:
-    """What identifies a node to its ledger: a checksum of what allocation depends on (devices,
-    resources, family policies), and a readable summary for messages.
+    """What identifies a node to its ledger: a checksum of what its devices are (the devices,
+    the resources they count, their types, each of their families' policies), and a readable
+    summary for messages. Families without devices (detection lists every registered one) and
+    plain capacity (one user's override) are no part of it: see the module's docstring.
 
     CRC-32 tells one node configuration from another; it is no defence against someone who may
     write the ledger, who could change anything in it anyway. (SHA-256 would load OpenSSL's
     ``_hashlib``: 2 ms and 3.5 MiB on every ``accelkit run``.)"""
+    families = sorted({d.family for d in node.devices})
+    counted = {d.resource_name for d in node.devices}
+    resources = sorted(
+        (name, amount)
+        for name, amount in node.resources.items()
+        if name in counted or name.startswith(ACCELERATOR_TYPE_PREFIX)
+    )
     facts = {
-        "devices": [
-            [d.family, d.id, d.resource_name, d.index, d.type_label, d.parent] for d in node.devices
-        ],
-        "resources": sorted(node.resources.items()),
-        "families": {name: p.to_dict() for name, p in sorted(node.policies.items())},
+        "devices": _device_facts(node),
+        "resources": resources,
+        "families": {
+            name: node.policies[name].to_dict() for name in families if name in node.policies
+        },
     }
-    checksum = zlib.crc32(json.dumps(facts, sort_keys=True).encode())
-    summary = ", ".join(f"{name}={amount:g}" for name, amount in sorted(node.resources.items()))
-    return {"fingerprint": f"{checksum:08x}", "summary": summary or "no resources"}
+    summary = ", ".join(f"{name}={amount:g}" for name, amount in resources)
+    return {"fingerprint": _checksum(facts), "summary": summary or "no devices"}
+
+
+def earlier_identity(recorded: Mapping[str, str], node: Node) -> bool:
+    """Whether a ledger's recorded identity is ``node``'s as accelkit wrote it before families
+    without devices were left out (every family this process's registry has, all the node's
+    resources): a ledger live across that upgrade is still this node's."""
+    return recorded.get("fingerprint") == _earlier_checksum(node)
+
+
+def mismatch(recorded: Mapping[str, str], identity: Mapping[str, str]) -> str:
+    """``(theirs), not this one (ours)``, and what differs when the summaries cannot show it."""
+    theirs, ours = recorded.get("summary"), identity["summary"]
+    if theirs != ours:
+        return f"({theirs}), not this one ({ours})"
+    return (
+        f"({theirs}), not this one: the same resources, but a device's id, index, type or "
+        "parent, or a family's scheduling policy, differs (another accelkit or plugin version?)"
+    )
 
 
 def allocatable(node: Node) -> list[Device]:
@@ -178,9 +231,31 @@ def _visibility_names(manager: AcceleratorManager) -> set[str]:
     return names
 
 
+def _restricting(host: Host, registry: Registry) -> list[str]:
+    """The variables set on ``host`` that narrow what a process sees of its node: every
+    family's visibility variables and the operator's corrections."""
+    from accelkit.node._operator import CONFIG_ENV_VARS
+
+    names = {*CONFIG_ENV_VARS, *(n for m in registry.managers() for n in _visibility_names(m))}
+    return sorted(name for name in names if name in host.env)
+
+
+def _part_of(seen: Node, physical: Node, why: str) -> tuple[Node, Optional[Restriction]]:
+    """The ledger's node for a process that sees ``seen`` of the machine ``physical``, and the
+    devices it may take: the physical node, with the plain capacity ``seen`` is configured
+    with; ``seen`` itself when it has a device the machine has not (logical devices)."""
+    keys = _counterparts(seen, physical)
+    if keys is None:
+        return seen, None
+    node = _with_plain_capacity(physical, seen)
+    if keys == {_key(d) for d in allocatable(physical)}:
+        return node, None
+    return node, Restriction(frozenset(keys), why)
+
+
 def _counterparts(seen: Node, physical: Node) -> Optional[set[DeviceKey]]:
-    """The physical devices the process's node offers; None when it offers something the machine
-    does not have (a device, or more of a plain resource)."""
+    """The physical devices the process's node offers; None when it offers a device the
+    machine does not have."""
     devices = allocatable(physical)
     keys = set()
     for device in allocatable(seen):
@@ -188,13 +263,41 @@ def _counterparts(seen: Node, physical: Node) -> Optional[set[DeviceKey]]:
         if match is None:
             return None
         keys.add(_key(match))
-    counted = {d.resource_name for d in (*seen.devices, *physical.devices)}
-    for name, amount in seen.resources.items():
-        if name in counted:
-            continue
-        if name not in physical.resources or amount > physical.resources[name]:
-            return None
     return keys
+
+
+def _with_plain_capacity(physical: Node, seen: Node) -> Node:
+    """``physical`` with the plain capacity (counted by no device, no type) ``seen`` has: an
+    override for one user gives that process capacity, not another node."""
+    counted = {d.resource_name for d in (*seen.devices, *physical.devices)}
+    plain = {
+        name: amount
+        for name, amount in seen.resources.items()
+        if name not in counted and not name.startswith(ACCELERATOR_TYPE_PREFIX)
+    }
+    if all(physical.resources.get(name) == amount for name, amount in plain.items()):
+        return physical
+    return replace(physical, resources={**physical.resources, **plain})
+
+
+def _device_facts(node: Node) -> list[list[object]]:
+    return [
+        [d.family, d.id, d.resource_name, d.index, d.type_label, d.parent] for d in node.devices
+    ]
+
+
+def _earlier_checksum(node: Node) -> str:
+    """The checksum accelkit recorded before families without devices were left out."""
+    facts = {
+        "devices": _device_facts(node),
+        "resources": sorted(node.resources.items()),
+        "families": {name: p.to_dict() for name, p in sorted(node.policies.items())},
+    }
+    return _checksum(facts)
+
+
+def _checksum(facts: Mapping[str, object]) -> str:
+    return f"{zlib.crc32(json.dumps(facts, sort_keys=True).encode()):08x}"
 
 
 def _key(device: Device) -> DeviceKey:

@@ -45,10 +45,13 @@ from accelkit.ledger._identity import (
     Restriction,
     allocatable,
     counterpart,
+    earlier_identity,
     enclosing_grant,
     fingerprint,
+    given_node,
     grant_variable,
     ledger_node,
+    mismatch,
 )
 from accelkit.ledger._scope import Scope, acquire_in, describe, step_scope, visible_scope
 from accelkit.ledger._upkeep import drop, lineage, reclaim
@@ -81,9 +84,11 @@ class Ledger:
     use on ``host`` (None: this machine) without this process's restriction (visibility
     variables, the operator's exclusions and overrides, ``overrides``), so every process of the
     machine meets the same node; this process then takes only the devices it sees. ``node``
-    given: the node the ledger hands out, as it is. The ledger keeps a fingerprint of its node
-    and refuses another one while grants of the first are live. ``registry`` serves the
-    families whose rules are code.
+    given: the node the ledger hands out, as it is, unless detection narrowed it (its
+    ``detected`` counts devices it does not list): then the physical node of ``host``, of which
+    it takes ``node``'s devices. The ledger keeps a fingerprint of its node and refuses another
+    one while grants of the first are live. ``registry`` serves the families whose rules are
+    code.
     """
 
     def __init__(
@@ -95,10 +100,10 @@ class Ledger:
         host: Optional[Host] = None,
         overrides: Optional[Mapping[str, object]] = None,
     ) -> None:
-        if node is not None and (host is not None or overrides):
+        if node is not None and overrides:
             raise ValueError(
-                "host and overrides say how to detect the ledger's node; give them without "
-                "node, or give node alone"
+                "overrides say how to detect the ledger's node; give them without node, or "
+                "give node detected with them"
             )
         if path is None:
             self._location, private = default_location()
@@ -106,7 +111,8 @@ class Ledger:
             text = os.fspath(path)
             self._location, private = absolute(text, f"the ledger path {text!r}"), False
         self._file = LedgerFile(self._location, private_parent=private)
-        self._node = node
+        self._given = node
+        self._node: Optional[Node] = None
         self._host = host
         self._overrides = overrides
         self._restriction: Optional[Restriction] = None
@@ -134,9 +140,12 @@ class Ledger:
             from accelkit.host import LocalHost
             from accelkit.registry import resolve
 
-            host = LocalHost() if self._host is None else self._host
             plugins = resolve(self._registry)
-            self._node, self._restriction = ledger_node(host, self._overrides, plugins)
+            if self._given is not None:
+                self._node, self._restriction = given_node(self._given, self._host, plugins)
+            else:
+                host = LocalHost() if self._host is None else self._host
+                self._node, self._restriction = ledger_node(host, self._overrides, plugins)
         return self._node
 
     @property
@@ -252,7 +261,7 @@ class Ledger:
         if not state.grants:
             return []  # nothing to match: no need to detect the node
         node = self.node
-        if state.node != fingerprint(node):
+        if state.node is None or not self._serves(state.node, node):
             return []
         physical = allocatable(node)
         keys = set()
@@ -380,20 +389,34 @@ class Ledger:
                 state.changed = True
 
     def _check_node(self, state: LedgerState, node: Node) -> None:
-        """Record this node in a new ledger; refuse a ledger whose live grants are another's."""
+        """Record this node in a new ledger; refuse a ledger whose live grants are another's.
+        An identity of this node as an earlier accelkit wrote it stays while grants live: the
+        processes that hold them may still be of that accelkit."""
+        recorded = state.node
+        if recorded is not None and (state.grants or state.queue):
+            if not self._serves(recorded, node):
+                raise LedgerError(
+                    f"the ledger {self._location} holds grants on another node "
+                    f"{mismatch(recorded, self._identity(node))}. Give work on this node its "
+                    "own ledger (--ledger PATH, path=...), or wait until the other node's grants "
+                    "end"
+                )
+            return
+        if recorded != self._identity(node):
+            state.node = self._identity(node)
+            state.changed = True
+
+    def _identity(self, node: Node) -> dict[str, str]:
+        """The node's fingerprint, computed once."""
         if self._fingerprint is None:
             self._fingerprint = fingerprint(node)
-        if state.node == self._fingerprint:
-            return
-        if state.node is not None and (state.grants or state.queue):
-            raise LedgerError(
-                f"the ledger {self._location} holds grants on another node "
-                f"({state.node.get('summary')}), not this one ({self._fingerprint['summary']}). "
-                "Give work on this node its own ledger (--ledger PATH, path=...), or wait until "
-                "the other node's grants end"
-            )
-        state.node = self._fingerprint
-        state.changed = True
+        return self._fingerprint
+
+    def _serves(self, recorded: dict[str, str], node: Node) -> bool:
+        """Whether a ledger's recorded identity is this node's (or was, to an earlier accelkit)."""
+        if recorded.get("fingerprint") == self._identity(node)["fingerprint"]:
+            return True
+        return earlier_identity(recorded, node)
 
     def _in_step(self, state: LedgerState) -> Allocator:
         """This process's allocator, holding exactly the grants the ledger records."""
@@ -409,7 +432,7 @@ class Ledger:
         new = [(token, data) for token, data in recorded.items() if token not in self._mirror]
         if new:
             try:
-                grants = [Grant.from_dict(data) for _token, data in new]
+                grants = [Grant.from_dict(self._counted_here(data)) for _token, data in new]
                 allocator.restore(grants)
             except ValueError as error:
                 self._allocator = None
@@ -420,6 +443,18 @@ class Ledger:
             for (token, data), grant in zip(new, grants):
                 self._mirror[token] = (data, grant)
         return allocator
+
+    def _counted_here(self, data: dict[str, Any]) -> dict[str, Any]:
+        """A recorded grant as this process counts it: less plain capacity its node lacks, which
+        an operator's override gave the holder (``scratch_disk=2`` for one user) and which the
+        processes so configured count among themselves; the grant's devices are everyone's."""
+        resources = data.get("resources")
+        if not isinstance(resources, dict):
+            return data  # malformed: Grant.from_dict says so
+        node = self.node
+        known = {*node.resources, *(d.resource_name for d in node.devices)}
+        kept = {name: amount for name, amount in resources.items() if name in known}
+        return data if len(kept) == len(resources) else {**data, "resources": kept}
 
     def _view(self, state: LedgerState, before: Optional[int] = None) -> LedgerView:
         """The state as a view; ``before``: only the tickets ahead of that one in its queue (the
