@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from accelkit import load_snapshot
 from accelkit.cli._run import EXIT_BUSY
-from accelkit.ledger._file import GRANT_VAR, LEDGER_VAR
 from accelkit.ledger._ledger import Ledger
+from accelkit.ledger._location import GRANT_VAR, LEDGER_VAR
 from ledger_support import H100, accelkit, run, start
 
 STEP = 'echo "$CUDA_VISIBLE_DEVICES"; while [ ! -e "$0/go" ]; do sleep 0.02; done'

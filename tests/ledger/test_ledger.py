@@ -445,7 +445,7 @@ def test_the_default_ledger_lives_where_tempfile_would_put_it(
     start-up): both must name one directory, or two accelkit versions would keep two ledgers."""
     import tempfile
 
-    from accelkit.ledger._file import default_path, temp_directory
+    from accelkit.ledger._location import default_path, temp_directory
 
     for name in ("TMPDIR", "TEMP", "TMP", "XDG_RUNTIME_DIR", "ACCELKIT_LEDGER", "ACCELKIT_GRANT"):
         monkeypatch.delenv(name, raising=False)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from accelkit import LedgerError, Registry, Unsatisfiable, detect_node, load_snapshot
-from accelkit.ledger._file import GRANT_VAR, LEDGER_VAR
 from accelkit.ledger._holder import Holder, boot_id
 from accelkit.ledger._identity import fingerprint
 from accelkit.ledger._ledger import Ledger
+from accelkit.ledger._location import GRANT_VAR, LEDGER_VAR
 from ledger_support import H100
 
 

@@ -19,10 +19,10 @@ _LAZY = {
 __all__ = list(_LAZY)
 
 if TYPE_CHECKING:
-    from accelkit.ledger._file import GRANT_VAR as GRANT_VAR
-    from accelkit.ledger._file import LEDGER_VAR as LEDGER_VAR
-    from accelkit.ledger._file import default_path as default_path
     from accelkit.ledger._ledger import Ledger as Ledger
+    from accelkit.ledger._location import GRANT_VAR as GRANT_VAR
+    from accelkit.ledger._location import LEDGER_VAR as LEDGER_VAR
+    from accelkit.ledger._location import default_path as default_path
     from accelkit.ledger._views import Holding as Holding
     from accelkit.ledger._views import LedgerView as LedgerView
     from accelkit.ledger._views import Waiting as Waiting

@@ -1,4 +1,5 @@
-"""The ledger's file: where it lives, its JSON layout, the lock, and the atomic replace.
+"""The ledger's file: its JSON layout, the lock, and the atomic replace (where it lives:
+:mod:`accelkit.ledger._location`).
 
 Every change happens under an exclusive ``fcntl.flock`` on a lock file beside the ledger (the
 ledger itself cannot carry the lock: each change replaces it with a new file), and is written to
@@ -36,43 +37,26 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from math import isfinite
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from accelkit._json import check_keys
 from accelkit.errors import LedgerError
 from accelkit.ledger._holder import Holder, boot_id
-
-if TYPE_CHECKING:
-    from pathlib import Path
+from accelkit.ledger._location import LEDGER_VAR
 
 __all__ = [
-    "GRANT_VAR",
-    "LEDGER_VAR",
     "READS",
     "VERSION",
     "LedgerFile",
     "LedgerState",
     "Record",
     "Ticket",
-    "absolute",
-    "default_location",
-    "default_path",
-    "grant_named",
-    "temp_directory",
 ]
 
 VERSION = 2
 """The layout this accelkit writes."""
 READS = (1, VERSION)
 """The layouts it reads (an older file as it is); any other is refused with a message."""
-
-LEDGER_VAR = "ACCELKIT_LEDGER"
-"""A ledger path every accelkit on this node uses instead of the per-user default (a group's)."""
-
-GRANT_VAR = "ACCELKIT_GRANT"
-"""``<token>@<ledger path>``: set in the environment of every process that runs on a grant
-(``accelkit run``'s command, a pool's worker), so that accelkit in it takes steps of that grant
-from that ledger (:mod:`accelkit.ledger._identity`)."""
 
 _KEYS = ("version", "boot", "node", "next_ticket", "grants", "queue")
 _RECORD_REQUIRED = ("grant", "holder", "since")
@@ -176,79 +160,6 @@ class LedgerState:
             "grants": [r.to_dict() for r in self.grants],
             "queue": [t.to_dict() for t in self.queue],
         }
-
-
-def default_path() -> tuple[Path, bool]:
-    """The ledger ``path=None`` means, and whether it is the per-user one: the ledger of the
-    grant this process runs on (``$ACCELKIT_GRANT``: its steps come from there), else
-    ``$ACCELKIT_LEDGER`` (a group's, used as given), else ``$XDG_RUNTIME_DIR/accelkit/ledger.json``,
-    else ``<temp dir>/accelkit-<uid>/ledger.json``. The pool and ``accelkit run`` share it.
-    A relative path, or one naming a directory, is a :class:`~accelkit.LedgerError`."""
-    from pathlib import Path
-
-    location, per_user = default_location()
-    return Path(location), per_user
-
-
-def default_location() -> tuple[str, bool]:
-    """:func:`default_path` as text. The ledger keeps its paths as text: ``pathlib`` (with
-    ``urllib.parse`` and ``ipaddress``) would cost every ``accelkit run`` and ``env`` 2.5 ms of
-    start-up for joining three names."""
-    enclosing = os.environ.get(GRANT_VAR, "").strip()
-    if enclosing:
-        return grant_named(enclosing)[1], False
-    chosen = os.environ.get(LEDGER_VAR, "").strip()
-    if chosen:
-        return absolute(chosen, f"{LEDGER_VAR}={chosen!r}"), False
-    runtime = os.environ.get("XDG_RUNTIME_DIR", "").strip()
-    if runtime and os.path.isdir(runtime):
-        return os.path.join(runtime, "accelkit", "ledger.json"), True
-    return os.path.join(temp_directory(), f"accelkit-{os.getuid()}", "ledger.json"), True
-
-
-def temp_directory() -> str:
-    """The directory ``tempfile.gettempdir()`` names: the first of ``$TMPDIR``, ``$TEMP``,
-    ``$TMP``, ``/tmp``, ``/var/tmp`` and ``/usr/tmp`` this process may write in. Importing
-    :mod:`tempfile` for it (with ``random``, ``hashlib`` and ``shutil``) would cost every
-    ``accelkit run`` about 3 ms of start-up."""
-    named = (os.environ.get(name, "") for name in ("TMPDIR", "TEMP", "TMP"))
-    for candidate in (*named, "/tmp", "/var/tmp", "/usr/tmp"):
-        if candidate and os.path.isdir(candidate) and os.access(candidate, os.W_OK | os.X_OK):
-            return os.path.abspath(candidate)
-    return os.getcwd()
-
-
-def grant_named(value: str) -> tuple[int, str]:
-    """``"<token>@<ledger path>"`` (the value of ``ACCELKIT_GRANT``) as (token, ledger path)."""
-    token, at, path = value.partition("@")
-    if not (token.isdigit() and at and os.path.isabs(path) and not _names_a_directory(path)):
-        raise LedgerError(
-            f"{GRANT_VAR}={value!r} is not <token>@<absolute ledger path>, as accelkit writes it "
-            "for the processes of a grant; unset it to take from the node itself"
-        )
-    return int(token), path
-
-
-def absolute(path: str, source: str) -> str:
-    """``path`` as the ledger's path; a relative one is refused, ``source`` saying where it came
-    from: it would name another ledger in every working directory, and the processes of one
-    node must meet in one file. So is one that names a directory: it names no file."""
-    if not os.path.isabs(path):
-        raise LedgerError(
-            f"{source} is a relative path, which would give every working directory its own "
-            f"ledger; give an absolute path (e.g. {os.path.abspath(path or '.')})"
-        )
-    if _names_a_directory(path):
-        raise LedgerError(
-            f"{source} names a directory, not the ledger's file; give the file's path (e.g. "
-            f"{os.path.join(path, 'ledger.json')})"
-        )
-    return path
-
-
-def _names_a_directory(path: str) -> bool:
-    """``/srv/ledgers/``, ``/srv/.``: no file's path (the lock would be ``/srv/..lock``)."""
-    return os.path.basename(path) in ("", ".", "..")
 
 
 class LedgerFile:

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from accelkit._faults import PLUGIN_FAULTS
 from accelkit.host import Host, HostView, LocalHost
-from accelkit.ledger._file import GRANT_VAR, grant_named
+from accelkit.ledger._location import GRANT_VAR, grant_named
 from accelkit.manager import ACCELERATOR_TYPE_PREFIX
 
 if TYPE_CHECKING:

@@ -31,15 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from accelkit.errors import InvalidRequest, LedgerError
-from accelkit.ledger._file import (
-    GRANT_VAR,
-    LedgerFile,
-    LedgerState,
-    Record,
-    Ticket,
-    absolute,
-    default_location,
-)
+from accelkit.ledger._file import LedgerFile, LedgerState, Record, Ticket
 from accelkit.ledger._holder import Holder
 from accelkit.ledger._identity import (
     Restriction,
@@ -53,6 +45,7 @@ from accelkit.ledger._identity import (
     ledger_node,
     mismatch,
 )
+from accelkit.ledger._location import GRANT_VAR, absolute, default_location
 from accelkit.ledger._scope import Scope, acquire_in, describe, step_scope, visible_scope
 from accelkit.ledger._upkeep import drop, lineage, reclaim
 from accelkit.schedule._allocator import Allocator
