@@ -145,14 +145,14 @@ def test_dask_worker_verb_serves_a_third_party_family_to_a_scheduler(tmp_path: P
     assert worker.returncode == 0, log.read_text()
     host = socket.gethostname()
     assert sorted((w["name"], by_address[a]) for a, w in workers.items()) == [
-        (f"{host}-ACME-0", "0"),
-        (f"{host}-ACME-1", "1"),
+        (f"{host}-{worker.pid}-ACME-0", "0"),
+        (f"{host}-{worker.pid}-ACME-1", "1"),
     ]
     assert [by_address[ran_on[f.key][0]] for f in futures] == results
     assert [w["resources"] for w in workers.values()] == 2 * [
         {"ACME": 1.0, "accelerator_type:ACME-Rocket-X1": 1.0}
     ]
-    assert f"{host}-ACME-1: " in log.read_text()
+    assert f"{host}-{worker.pid}-ACME-1: " in log.read_text()
 
 
 # -- the node's ledger: beside `accelkit run`, and kill -9 of workers and clusters ----------
@@ -359,6 +359,107 @@ def test_dask_worker_says_in_one_line_when_what_answers_is_not_a_scheduler() -> 
         "not speak Dask's protocol): give the address `dask scheduler` prints (its port, 8786 by "
         "default; not the dashboard's)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        (
+            ["--per-worker", "0"],
+            "per_worker 0 gives a worker no device: ask for a fraction from 0.0001 to 1, or a "
+            "whole number of devices per worker",
+        ),
+        (
+            ["--per-worker", "-1"],
+            "per_worker -1 gives a worker no device: ask for a fraction from 0.0001 to 1, or a "
+            "whole number of devices per worker",
+        ),
+        (
+            ["--per-worker", "1.5"],
+            "per_worker 1.5 is above 1 and not whole: ask for a whole number (1 or 2), or a "
+            "fraction below 1",
+        ),
+        (["--resource", "GPX"], "this node has no devices of resource 'GPX'; it has ['GPU']"),
+    ],
+)
+def test_dask_worker_checks_its_request_before_asking_the_scheduler(
+    options: list[str], error: str, own_ledger: Path
+) -> None:
+    """A typo in --per-worker or --resource is said as such, although no scheduler answers
+    (``--per-worker 0`` was a KeyError; the others were reported as "no Dask scheduler")."""
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        address = f"tcp://127.0.0.1:{closed.getsockname()[1]}"
+    verb = subprocess.run(
+        accelkit("dask-worker", address, "--host", str(H100), *options),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (verb.returncode, verb.stderr.splitlines()) == (
+        2,
+        [f"accelkit dask-worker: error: {error}"],
+    )
+    assert not own_ledger.exists() or holdings(own_ledger, snapshot("nvidia-h100-8gpu")) == []
+
+
+def test_a_second_dask_worker_on_the_node_joins_beside_the_first(tmp_path: Path) -> None:
+    """`accelkit run` holds GPUs 0-3, worker A takes 4-7, the run ends, worker B takes 0-3:
+    both join the scheduler, their names apart (B's were A's and the scheduler refused them)."""
+    run = hold_gpus(4)
+    verbs = []
+    with (
+        distributed.LocalCluster(
+            n_workers=0, processes=True, dashboard_address=None, host="127.0.0.1"
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        command = accelkit("dask-worker", cluster.scheduler_address, "--host", str(H100))
+        try:
+            for number, waits_for in enumerate((1, 2)):
+                with (tmp_path / f"{number}.log").open("w") as stderr:
+                    verbs.append(subprocess.Popen([*command, "--per-worker", "4"], stderr=stderr))
+                client.wait_for_workers(waits_for, timeout=60)
+                release(run)
+            seen = client.run(os.getenv, "CUDA_VISIBLE_DEVICES")
+            names = {w["name"]: seen[a] for a, w in client.scheduler_info()["workers"].items()}
+        finally:
+            for verb in verbs:
+                verb.send_signal(signal.SIGTERM)
+                verb.wait(timeout=60)
+    host = socket.gethostname()
+    assert names == {
+        f"{host}-{verbs[0].pid}-GPU-0": "4,5,6,7",
+        f"{host}-{verbs[1].pid}-GPU-0": "0,1,2,3",
+    }
+    assert [v.returncode for v in verbs] == [0, 0], (tmp_path / "1.log").read_text()[-3000:]
+
+
+def test_dask_worker_says_in_one_line_when_the_scheduler_has_its_worker_names(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], own_ledger: Path
+) -> None:
+    """A worker the scheduler still lists under a name this process would give (a former
+    process of the same pid): one line, exit status 2, no grant kept (it was tracebacks)."""
+    from accelkit.cli import _dask_worker, main
+
+    monkeypatch.setattr(_dask_worker, "worker_prefix", lambda: "node7-41-")
+    with distributed.LocalCluster(
+        n_workers=0, processes=True, dashboard_address=None, host="127.0.0.1"
+    ) as cluster:
+        (spec,) = cluster.new_worker_spec().values()
+        cluster.worker_spec["node7-41-GPU-0"] = spec
+        cluster.scale(1)
+        with distributed.Client(cluster) as client:
+            client.wait_for_workers(1, timeout=60)
+        code = main(["dask-worker", cluster.scheduler_address, "--host", str(H100)])
+    assert (code, capsys.readouterr().err.splitlines()) == (
+        2,
+        [
+            f"accelkit dask-worker: error: the scheduler at {cluster.scheduler_address} already "
+            "has workers named node7-41-GPU-0, as this process would name its own: stop those "
+            "workers, or wait until the scheduler drops them, and start again"
+        ],
+    )
+    assert not own_ledger.exists() or holdings(own_ledger, snapshot("nvidia-h100-8gpu")) == []
 
 
 def test_kill_9_of_workers_and_clusters_loses_no_grant_and_leaves_none(

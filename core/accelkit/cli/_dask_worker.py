@@ -3,16 +3,22 @@ cluster, one worker process per device (or per ``--per-worker`` share) free in t
 ledger, each seeing only its devices and advertising them as dask resources. Run it on every
 node of a multi-node cluster, after ``dask scheduler`` on one of them.
 
-The scheduler is asked first (a connection and distributed's handshake, :data:`CONNECT_TIMEOUT`
-at most): a scheduler that is not running, a mistyped address, or a port where something else
-listens (the dashboard's) is one line and an exit status, not a worker start that fails after
-distributed's own 30 s connect timeout, or never."""
+The request (``--resource``, ``--per-worker``) is checked first, so a typo is reported as such,
+not as a missing scheduler. Then the scheduler is asked (a connection, distributed's handshake
+and the names of its workers, :data:`CONNECT_TIMEOUT` at most): a scheduler that is not running,
+a mistyped address, or a port where something else listens (the dashboard's) is one line and an
+exit status, not a worker start that fails after distributed's own 30 s connect timeout, or
+never. Worker names carry this process's pid (see
+:func:`worker_prefix`), and a scheduler that already has workers of those names is one line too.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from accelkit.cli import EXIT_OK, describe
@@ -77,20 +83,22 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Check the scheduler answers, take the node's free slots from the ledger, say what each
-    holds, and serve until stopped."""
+    """Check the request, then that the scheduler answers and knows none of this process's
+    worker names; take the node's free slots from the ledger, say what each holds, and serve
+    until stopped."""
     try:
-        from accelkit.integrations.dask import run_workers, worker_slots
+        from accelkit.integrations.dask import run_workers, served_resources, worker_slots
     except ImportError as error:
         raise ValueError(
             f"dask-worker needs distributed: pip install 'accelkit[dask]' ({error})"
         ) from None
-    check_scheduler(args.scheduler_address)
     ledger = open_ledger(args, host=host_from_args(args))
     if not ledger.node.devices:
         _say("this node has no accelerators to serve")
         return EXIT_OK
-    prefix = f"{socket.gethostname()}-"
+    served_resources(ledger.node, args.resource, args.per_worker)
+    prefix = worker_prefix()
+    _check_names_free(args.scheduler_address, prefix, check_scheduler(args.scheduler_address))
     slots = worker_slots(ledger, args.resource, args.per_worker, prefix=prefix)
     if not slots:
         _say(f"nothing to serve: {_holders(ledger)}; `accelkit ps` lists them")
@@ -112,11 +120,32 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
-    """``ValueError`` unless a Dask server answers at ``address`` within ``timeout`` seconds:
-    first a TCP connection (refused at once when nothing listens), then distributed's own
-    handshake, with the TLS settings the workers will use from Dask's configuration
-    (transports other than TCP are left to distributed)."""
+def worker_prefix() -> str:
+    """``<hostname>-<pid>-``: what this process's worker names start with. The pid keeps them
+    apart from those of another ``dask-worker`` on this node (the scheduler refuses a second
+    worker of the same name), one that took the devices an earlier one left free included."""
+    return f"{socket.gethostname()}-{os.getpid()}-"
+
+
+def _check_names_free(address: str, prefix: str, taken: Collection[object]) -> None:
+    """``ValueError`` when the scheduler has workers whose names start with ``prefix``: ours
+    would be refused as duplicates (a former process of this pid that the scheduler still
+    lists, or a host of the same name)."""
+    clashes = sorted(str(name) for name in taken if str(name).startswith(prefix))
+    if clashes:
+        raise ValueError(
+            f"the scheduler at {address} already has workers named {', '.join(clashes)}, as this "
+            f"process would name its own: stop those workers, or wait until the scheduler "
+            "drops them, and start again"
+        )
+
+
+def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT) -> list[object]:
+    """The names of the workers the scheduler at ``address`` has; ``ValueError`` unless a Dask
+    server answers there within ``timeout`` seconds: first a TCP connection (refused at once
+    when nothing listens), then distributed's own handshake and its ``identity`` call, with the
+    TLS settings the workers will use from Dask's configuration (transports other than TCP are
+    left to distributed, and answer no names)."""
     import asyncio
 
     from distributed.comm import connect
@@ -125,7 +154,7 @@ def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
 
     scheme, location = parse_address(address)
     if scheme not in STREAM_SCHEMES:
-        return
+        return []
     try:
         host, port = parse_host_port(location)
     except ValueError as error:
@@ -145,13 +174,17 @@ def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
             "first, or give the address it prints"
         ) from None
 
-    async def handshake() -> None:
+    async def handshake() -> Any:
         security = Security().get_connection_args("worker")
         comm = await connect(address, timeout=timeout, **security)
-        await comm.close()
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            await comm.close()
 
     try:
-        asyncio.run(asyncio.wait_for(handshake(), timeout))
+        identity = asyncio.run(asyncio.wait_for(handshake(), timeout))
     except Exception as error:  # whatever a server that is not Dask's makes distributed raise
         if isinstance(error, asyncio.TimeoutError):
             reason = f"no handshake within {timeout:g} s"
@@ -163,6 +196,10 @@ def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
             f"{address} answers, but not as a Dask scheduler ({reason}): give the address "
             "`dask scheduler` prints (its port, 8786 by default; not the dashboard's)"
         ) from None
+    workers = identity.get("workers") if isinstance(identity, dict) else None
+    if not isinstance(workers, dict):
+        return []
+    return [w.get("name") for w in workers.values() if isinstance(w, dict)]
 
 
 def _holders(ledger: Ledger) -> str:

@@ -33,14 +33,17 @@ import os
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
+from numbers import Real
 from typing import TYPE_CHECKING, Any, Optional
 
 from distributed import LocalCluster, Nanny, Worker
 from distributed.worker_memory import parse_memory_limit
 
-from accelkit.errors import Unsatisfiable
+from accelkit.errors import InvalidRequest, Unsatisfiable
 from accelkit.ledger._ledger import Ledger
 from accelkit.manager import ACCELERATOR_TYPE_PREFIX
+from accelkit.quantities import shown_quantity, to_units
+from accelkit.schedule._request import validate_request
 
 if TYPE_CHECKING:
     from accelkit.node._record import Node
@@ -54,6 +57,7 @@ __all__ = [
     "LocalAcceleratorCluster",
     "WorkerSlot",
     "run_workers",
+    "served_resources",
     "worker_slots",
 ]
 
@@ -116,6 +120,50 @@ class WorkerSlot:
         }
 
 
+def served_resources(
+    node: Node, resource: Optional[str] = None, per_worker: object = 1
+) -> list[str]:
+    """The resources whose workers would hold ``per_worker`` each on ``node`` (``resource``, or
+    every device resource of the node when None), checked without taking anything, so that a
+    mistyped resource or share is reported before a scheduler is asked or a grant taken.
+
+    ``ValueError`` for a resource the node has no devices of; :class:`~accelkit.InvalidRequest`
+    for a share that is not positive, or that a family does not grant;
+    :class:`~accelkit.Unsatisfiable` when no served resource could ever give that share.
+    """
+    offered = list(dict.fromkeys(d.resource_name for d in node.devices))
+    if resource is not None and resource not in offered:
+        raise ValueError(
+            f"this node has no devices of resource {resource!r}; it has {offered or 'none'}"
+        )
+    _check_share(per_worker)
+    names = offered if resource is None else [resource]
+    refused: list[Unsatisfiable] = []
+    for name in names:
+        try:
+            validate_request({name: per_worker}, node)
+        except Unsatisfiable as error:  # left out of "every resource": those that cannot
+            refused.append(error)  # give it (neuron_cores=0.5) serve no worker
+    if len(refused) == len(names):
+        raise refused[0]
+    return names
+
+
+def _check_share(per_worker: object) -> None:
+    """:class:`~accelkit.InvalidRequest` unless ``per_worker`` is a quantity above 0: a worker
+    that holds nothing would serve no device (and the node would have endless such slots)."""
+    if _at_most_zero(per_worker) or to_units(per_worker, what="per_worker") == 0:
+        raise InvalidRequest(
+            f"per_worker {shown_quantity(per_worker)} gives a worker no device: ask for a "
+            "fraction from 0.0001 to 1, or a whole number of devices per worker"
+        )
+
+
+def _at_most_zero(value: object) -> bool:
+    """Whether ``value`` is a real number (not a bool) of 0 or less; NaN is not."""
+    return isinstance(value, Real) and not isinstance(value, bool) and value <= 0
+
+
 def worker_slots(
     ledger: Ledger,
     resource: Optional[str] = None,
@@ -129,19 +177,14 @@ def worker_slots(
     every device is held, or the node has none.
 
     A worker sees only its grant's devices: the node's other families are hidden from it, and
-    accelkit inside it (``accelkit run``, a pool) takes steps of its grant. Each grant's note
-    in the ledger is ``dask worker <name>`` (what ``accelkit ps`` shows). ``ValueError`` for a
-    resource the node has no devices of; the ledger's
-    :class:`~accelkit.InvalidRequest` for a quantity the family does not grant, and
-    :class:`~accelkit.Unsatisfiable` for one this process can never take (larger than the node,
-    or than the grant it runs on), of every resource it serves.
+    accelkit inside it (``accelkit run``, a pool) takes steps of its grant. Workers are named
+    ``<prefix><resource>-<n>``, numbered from 0: a ``prefix`` unique to the calling process
+    keeps the names of two processes on one scheduler apart. Each grant's note in the ledger is
+    ``dask worker <name>`` (what ``accelkit ps`` shows). Raises what :func:`served_resources`
+    raises, and :class:`~accelkit.Unsatisfiable` for a share this process can never take
+    (larger than the grant it runs on) of every resource it serves.
     """
-    offered = list(dict.fromkeys(d.resource_name for d in ledger.node.devices))
-    if resource is not None and resource not in offered:
-        raise ValueError(
-            f"this node has no devices of resource {resource!r}; it has {offered or 'none'}"
-        )
-    names = offered if resource is None else [resource]
+    names = served_resources(ledger.node, resource, per_worker)
     slots: list[WorkerSlot] = []
     refused: list[Unsatisfiable] = []
     try:
