@@ -17,8 +17,9 @@ import importlib
 import os
 import sys
 import unicodedata
-from collections.abc import Sequence
-from typing import Any, NoReturn, Optional
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn, Optional, Union
 
 __all__ = [
     "COMMAND_GC_THRESHOLDS",
@@ -176,7 +177,9 @@ def _run_verb(words: list[str]) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        code: int = args.run(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning(args.verb)
+            code: int = args.run(args)
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader stopped early (`accelkit plugins --json | head`): not an error of ours.
@@ -196,6 +199,16 @@ def _run_verb(words: list[str]) -> int:
         )
         return EXIT_FAILED
     return code
+
+
+def _one_line_warning(verb: str) -> Callable[..., None]:
+    """A ``warnings.showwarning`` that writes ``accelkit VERB: warning: MESSAGE`` on stderr: one
+    line, like the verbs' errors, not Python's file, line number and source line."""
+
+    def show(message: Union[Warning, str], *_where: object, **_more: object) -> None:
+        print(f"accelkit {verb}: warning: {printable(str(message))}", file=sys.stderr)
+
+    return show
 
 
 def _failure_line(words: Sequence[str]) -> str:
