@@ -140,15 +140,30 @@ def test_a_recorded_node_has_no_runtime_to_ask(
     assert "--host replays a recorded node: it has no runtime to ask, so nothing was run" in out
 
 
-def test_a_runtime_that_is_not_installed_is_skipped(
+def test_a_runtime_that_is_not_installed_is_skipped() -> None:
+    """The system's library is absent (no driver on this machine): nothing to ask, no failure."""
+    saw = {"loaded": False, "status": "libcuda.so.1: cannot open shared object file"}
+    assert judge(CUDA, saw, H100["gpu_uuid"]) == (
+        "skipped",
+        "CUDA is not installed here (libcuda.so.1: cannot open shared object file)",
+    )
+
+
+def test_a_library_named_by_its_variable_that_cannot_be_loaded_fails(
     stand_in: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    stand_in.setenv(CUDA.override, str(tmp_path / "libcuda.so.1"))
+    """The user asked for that library: it is an error, not "not installed" (it was exit 0 and
+    ``"ok": true`` with nothing checked)."""
+    missing = tmp_path / "libcuda.so.1"
+    stand_in.setenv(CUDA.override, str(missing))
     code, out, _ = verify(capsys, "--host", str(NODE), "--json")
-    assert code == 0
-    (row,) = json.loads(out)["rows"]
-    assert row["verdict"] == "skipped"
-    assert row["reason"].startswith(f"CUDA is not installed here ({tmp_path / 'libcuda.so.1'}: ")
+    answer = json.loads(out)
+    (row,) = answer["rows"]
+    assert (code, answer["ok"], row["verdict"]) == (1, False, "ERROR")
+    assert row["reason"].startswith(f"{CUDA.override}={missing} cannot be loaded ({missing}: ")
+    code, out, _ = verify(capsys, "--host", str(NODE))
+    assert code == 1
+    assert f"  nvidia GPU 0: {CUDA.override}={missing} cannot be loaded ({missing}: " in out
 
 
 def test_families_without_a_runtime_call_are_named_not_checked(

@@ -15,7 +15,8 @@ is taken from the node's ledger and jobs running on the devices are not disturbe
 ``--host DIR`` (a recorded node) there is no runtime to ask: the plan is printed, each row "not
 run". ``ACCELKIT_VERIFY_CUDA_LIBRARY`` / ``ACCELKIT_VERIFY_HIP_LIBRARY`` name the library to load
 instead of the system's, e.g. a stand-in runtime that answers as a recorded machine did (a
-``.py`` file; that is how the tests, and a snapshot, get a runtime).
+``.py`` file; that is how the tests, and a snapshot, get a runtime). A library so named that
+cannot be loaded fails its rows (the user asked for it); only the system's, absent, skips them.
 """
 
 from __future__ import annotations
@@ -99,8 +100,9 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
             "runtime: the plan is printed, not run. ACCELKIT_VERIFY_CUDA_LIBRARY and "
             "ACCELKIT_VERIFY_HIP_LIBRARY name another library (or a .py stand-in runtime)."
         ),
-        epilog="Exit status: 0 when every grant checked passed (or none could be run); 1 on "
-        "any mismatch or failed process; 2 on bad usage or input.",
+        epilog="Exit status: 0 when every grant checked passed (or none could be run: no runtime "
+        "installed); 1 on any mismatch or failed process, or when the library a variable names "
+        "cannot be loaded; 2 on bad usage or input.",
     )
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     parser.add_argument(
@@ -177,6 +179,9 @@ def _checked(family: str, grant: Grant, recorded: bool, timeout: float) -> Row:
         return Row(family, grant, env, device.uuid, None, "not run", reason)
     libraries = (library,) if library else runtime.libraries
     saw = ask(runtime, libraries, env, timeout)
+    if library and not saw.get("loaded") and "error" not in saw:
+        reason = f"{runtime.override}={library} cannot be loaded ({saw.get('status')})"
+        return Row(family, grant, env, device.uuid, saw, "ERROR", reason)
     verdict, reason = judge(runtime, saw, device.uuid)
     return Row(family, grant, env, device.uuid, saw, verdict, reason)
 
