@@ -73,6 +73,13 @@ def test_env_json_failure_prints_no_false(
     assert code != 0 and out == ""
 
 
+def test_env_help_says_what_a_json_failure_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    """The help promised ``false`` on stdout for every failure, --json included."""
+    code, out, _ = cli(capsys, "env", "--help")
+    assert code == 0
+    assert "with --json it holds nothing, as for every --json verb" in " ".join(out.split())
+
+
 @pytest.mark.parametrize(
     ("argv", "said"),
     [

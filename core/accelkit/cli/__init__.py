@@ -4,7 +4,8 @@ Each verb module exposes ``register(subparsers, common)`` which adds its parser 
 ``run=function(args) -> int``. Exit codes: 0 success, 1 a check or detection found a problem,
 2 bad usage or input. A verb whose output is meant for ``eval`` declares ``FAILURE_LINE``: on any
 failure (bad usage included) that line goes to stdout, so ``eval "$(accelkit VERB ...)"`` fails
-too instead of running on with the shell's own devices. Error messages show the input with its
+too instead of running on with the shell's own devices; not with ``--json``: a ``--json`` verb
+that fails leaves stdout empty. Error messages show the input with its
 control characters escaped (``\n``, ``\x1b``): a message is one line, and never drives the
 terminal.
 """

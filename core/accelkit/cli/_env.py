@@ -2,7 +2,8 @@
 
 ``eval "$(accelkit env -r GPU=1)"`` makes this shell see one GPU of this node, exactly as a
 scheduler's worker holding that grant would. On any failure the verb prints ``false`` on stdout
-besides the error on stderr, so the ``eval`` fails too; in a script, write
+besides the error on stderr (with ``--json``, nothing, as every ``--json`` verb), so the ``eval``
+fails too; in a script, write
 ``out=$(accelkit env -r GPU=1) && eval "$out"``, which also stops when accelkit cannot run.
 
 The verb takes nothing from the node's ledger: it answers as on an idle node. When the ledger
@@ -65,7 +66,8 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         epilog=(
             "Exit status: 0 on success; 1 when the request does not fit; 2 when it is malformed "
             "or could never fit on this node (the message says what the node has). On failure "
-            "stdout holds the line `false`, so an eval of it fails as well."
+            "stdout holds the line `false`, so an eval of it fails as well; with --json it "
+            "holds nothing, as for every --json verb (the error is on stderr)."
         ),
     )
     add_request_options(parser, "request")
