@@ -113,6 +113,29 @@ def test_a_run_that_asks_for_no_device_sees_none(tmp_path: Path, request_: list[
     assert "took no device (the command sees none of this node's: nvidia)" in seen.stderr
 
 
+NOSET_SAID = (
+    "ACCELKIT_NOSET_NVIDIA set: {reader} sees the devices of nvidia that its inherited variables "
+    "show, not the grant's (unset ACCELKIT_NOSET_NVIDIA for the grant's)"
+)
+
+
+@pytest.mark.parametrize(("request_", "took"), [("GPU=0", "no device"), ("GPU=1", "GPU 0")])
+def test_run_and_env_say_that_noset_leaves_the_inherited_devices_seen(
+    tmp_path: Path, request_: str, took: str
+) -> None:
+    """With ``ACCELKIT_NOSET_NVIDIA=1`` nothing hides or picks the GPUs: the command sees what
+    the variables it inherits show (here: unset, every GPU). It said it "sees none"."""
+    noset = {**os.environ, "ACCELKIT_NOSET_NVIDIA": "1"}
+    show = ["--", "sh", "-c", 'echo "[${CUDA_VISIBLE_DEVICES-unset}]"']
+    seen = run(tmp_path / "ledger.json", "run", "-r", request_, "--host", H100, *show, env=noset)
+    assert seen.returncode == 0 and seen.stdout == "[unset]\n", seen
+    said = NOSET_SAID.format(reader="the command")
+    assert f"accelkit run: took {took}; {said}\n" == seen.stderr
+    env = run(tmp_path / "ledger.json", "env", "-r", request_, "--host", H100, env=noset)
+    assert env.returncode == 0 and env.stdout == "", env
+    assert f"accelkit env: {NOSET_SAID.format(reader='this shell')}" in env.stderr.splitlines()
+
+
 def test_a_relative_ledger_is_refused(tmp_path: Path) -> None:
     argv = accelkit(Path("ledger.json"), "run", "-r", "GPU=1", "--host", H100, "--", "true")
     relative = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=60)

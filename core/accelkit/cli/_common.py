@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from accelkit.cli import printable
@@ -170,6 +170,28 @@ def open_ledger(
     from accelkit.ledger._ledger import Ledger
 
     return Ledger(args.ledger, node, host=host, overrides=overrides)
+
+
+def left_alone(families: Iterable[str]) -> list[str]:
+    """The ``families`` that ``ACCELKIT_NOSET_<FAMILY>=1`` in this environment leaves alone: their
+    variables are neither written nor hidden, so a worker sees the devices its inherited
+    variables show, not the grant's."""
+    from accelkit._settings import flag
+    from accelkit.schedule._worker_env import NOSET_PREFIX
+
+    return [f for f in families if flag(os.environ, NOSET_PREFIX + f.upper())]
+
+
+def left_alone_text(families: Sequence[str], reader: str) -> str:
+    """``ACCELKIT_NOSET_NVIDIA set: the command sees ...``: what :func:`left_alone` families
+    show ``reader`` (``"the command"``, ``"this shell"``), in a sentence."""
+    from accelkit.schedule._worker_env import NOSET_PREFIX
+
+    switches = ", ".join(f"{NOSET_PREFIX}{f.upper()}" for f in families)
+    return (
+        f"{switches} set: {reader} sees the devices of {', '.join(families)} that its inherited "
+        f"variables show, not the grant's (unset {switches} for the grant's)"
+    )
 
 
 def process_text(holder: Holder) -> str:

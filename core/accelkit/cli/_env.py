@@ -27,6 +27,8 @@ from accelkit.cli._common import (
     add_override_option,
     add_request_options,
     host_from_args,
+    left_alone,
+    left_alone_text,
     open_ledger,
     print_json,
     process_text,
@@ -101,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"accelkit env: {_nothing_granted(request, accelerator_type, env)}", file=sys.stderr)
     else:
         _say_held(args, host, grant)
+    left = left_alone(grant.families)
+    if left:
+        print(f"accelkit env: {left_alone_text(left, 'this shell')}", file=sys.stderr)
     if args.json:
         print_json({"grant": grant.to_dict(), "ids": grant.ids, "env": env})
     else:

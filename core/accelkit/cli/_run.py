@@ -25,6 +25,8 @@ from accelkit.cli._common import (
     add_override_option,
     add_request_options,
     host_from_args,
+    left_alone,
+    left_alone_text,
     open_ledger,
     process_text,
 )
@@ -144,13 +146,19 @@ def _warn_if_not_found(program: str) -> None:
 
 
 def _took(grant: Grant, ledger: Ledger) -> str:
-    """``GPU 3``, ``GPU 1, a step of grant 41`` or ``no device (the command sees none ...)``."""
+    """``GPU 3``, ``GPU 1, a step of grant 41`` or ``no device (the command sees none ...)``,
+    and what the families ``ACCELKIT_NOSET_<FAMILY>`` leaves alone show the command."""
+    left = left_alone(grant.families)
+    hidden = [f for f in grant.families if f not in left]
     if grant.devices:
         what = grant_text(grant, shared_resources(ledger.node.devices))
+    elif hidden:
+        what = f"no device (the command sees none of this node's: {', '.join(hidden)})"
     else:
-        hidden = ", ".join(grant.families)
-        what = f"no device (the command sees none of this node's: {hidden or 'it has none'})"
-    return what if ledger.enclosing is None else f"{what}, a step of grant {ledger.enclosing}"
+        what = "no device" if left else "no device (this node has none)"
+    if ledger.enclosing is not None:
+        what += f", a step of grant {ledger.enclosing}"
+    return f"{what}; {left_alone_text(left, 'the command')}" if left else what
 
 
 def _waits_for(view: LedgerView, ledger: Ledger) -> str:
