@@ -36,6 +36,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Optional
 
+from accelkit import note
+
 __all__ = ["hip_ids", "names_uuid", "rocm_visible", "rocr_ids"]
 
 C_SPACE = " \t\n\v\f\r"
@@ -65,7 +67,7 @@ def rocr_ids(value: Optional[str]) -> Optional[list[str]]:
     if value.endswith(","):  # getline yields no token after a trailing separator
         tokens.pop()
     ids: list[str] = []
-    for raw in tokens:
+    for position, raw in enumerate(tokens):
         token = raw.translate(ASCII_UPPER).strip(C_SPACE)
         if not token:
             raise ValueError(
@@ -74,9 +76,24 @@ def rocr_ids(value: Optional[str]) -> Optional[list[str]]:
             )
         rocr_id = rocr_token(token)
         if rocr_id is None or rocr_id in ids:
+            note(list_ends(raw, rocr_id, tokens[position:]), "warning")
             break
         ids.append(rocr_id)
     return ids
+
+
+def list_ends(raw: str, rocr_id: Optional[str], rest: Sequence[str]) -> str:
+    """The warning for the token where ROCr stops reading (as the core words a token that names
+    no device), with every token it leaves out."""
+    if rocr_id is None:
+        what = "which ROCr cannot read (neither an index nor a GPU- UUID prefix)"
+    else:
+        what = f"GPU {rocr_id} again"
+    left_out = ", ".join(repr(t) for t in rest[:8]) + (f" (+{len(rest) - 8})" if rest[8:] else "")
+    return (
+        f"ROCR_VISIBLE_DEVICES names {raw!r:.40}, {what}; the runtime stops reading the list "
+        f"there, leaving out {left_out} (name each device this node has once)"
+    )
 
 
 def rocr_token(token: str) -> Optional[str]:

@@ -182,6 +182,33 @@ def test_an_empty_rocr_token_is_a_value_rocr_refuses(value: str) -> None:
         MANAGER.read_visible({"ROCR_VISIBLE_DEVICES": value})
 
 
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("4,x,5", "'x', which ROCr cannot read (neither an index nor a GPU- UUID prefix)"),
+        ("4,1x,5", "'1x', which ROCr cannot read (neither an index nor a GPU- UUID prefix)"),
+        ("4,0x4,5", "'0x4', GPU 4 again"),
+    ],
+)
+def test_a_rocr_token_where_rocr_stops_reading_is_a_warning(
+    tmp_path: pathlib.Path, value: str, said: str
+) -> None:
+    """As a token that names no GPU ("9", "10,2") is: GPU 4 alone, and why (it was silent)."""
+    recorded = tmp_path / "node"
+    shutil.copytree(SNAPSHOT, recorded, symlinks=True)
+    manifest = json.loads((recorded / "snapshot.json").read_text())
+    manifest["env"]["ROCR_VISIBLE_DEVICES"] = value
+    (recorded / "snapshot.json").write_text(json.dumps(manifest))
+    node = accelkit.detect_node(load_snapshot(recorded))
+    assert [d.id for d in node.devices] == ["4"]
+    warnings = [d.message for d in node.diagnostics if d.level == "warning"]
+    rest = value.split(",")[1:]
+    assert warnings == [
+        f"ROCR_VISIBLE_DEVICES names {said}; the runtime stops reading the list there, leaving "
+        f"out {', '.join(map(repr, rest))} (name each device this node has once)"
+    ]
+
+
 def test_a_rocr_uuid_prefix_names_the_gpu_in_any_case() -> None:
     gpu = accelkit.Device("0", 0, uuid="GPU-00ab000000000001")
     assert MANAGER.matches("GPU-00AB", gpu) and MANAGER.matches("GPU-00ab", gpu)
