@@ -136,6 +136,26 @@ def test_run_and_env_say_that_noset_leaves_the_inherited_devices_seen(
     assert f"accelkit env: {NOSET_SAID.format(reader='this shell')}" in env.stderr.splitlines()
 
 
+def test_does_not_fit_lists_a_grant_once_not_its_steps_share_again(tmp_path: Path) -> None:
+    """A step's 0.25 lies inside its grant's 0.5: the message said both, as if 0.75 were held."""
+    ledger = tmp_path / "ledger.json"
+    inner = [sys.executable, "-m", "accelkit.cli", "run", "-r", "GPU=0.25", "--host", H100, "--"]
+    outer = start(
+        ledger, "run", "-r", "GPU=0.5", "--host", H100, "--", *inner, "sh", "-c", STEP,
+        str(tmp_path),
+    )  # fmt: skip
+    assert outer.stdout is not None and outer.stdout.readline().strip() == "0"
+    busy = run(ledger, "run", "-r", "GPU=8", "--host", H100, "--", "true")
+    (tmp_path / "go").touch()
+    assert outer.wait(timeout=60) == 0
+    assert busy.returncode == EXIT_BUSY
+    assert busy.stderr.startswith(
+        f"accelkit run: GPU=8 does not fit now (GPU 0 (0.5) held by pid {outer.pid} ("
+    )
+    assert busy.stderr.endswith(" (1 step inside)); use --wait to queue\n"), busy.stderr
+    assert "0.25" not in busy.stderr.replace("GPU=0.25", "")
+
+
 def test_a_relative_ledger_is_refused(tmp_path: Path) -> None:
     argv = accelkit(Path("ledger.json"), "run", "-r", "GPU=1", "--host", H100, "--", "true")
     relative = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=60)

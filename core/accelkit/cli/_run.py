@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections import Counter
 from typing import TYPE_CHECKING, Any, Optional
 
 from accelkit.cli._common import (
@@ -170,12 +171,23 @@ def _waits_for(view: LedgerView, ledger: Ledger) -> str:
 
 
 def _holders_text(view: LedgerView, ledger: Ledger) -> str:
-    if not view.holdings:
+    """``GPU 0 (0.5) held by pid 41 (sh)``: the grants of the node and their holders. A step
+    takes from its grant's share, so only the grant is listed (with its steps counted)."""
+    grants = [h for h in view.holdings if h.parent is None]
+    if not grants:
         return "nothing is held"
     shared = shared_resources(ledger.node.devices)
+    steps = Counter(h.parent for h in view.holdings if h.parent is not None)
     return "; ".join(
-        f"{grant_text(h.grant, shared)} held by {process_text(h.holder)}" for h in view.holdings
+        f"{grant_text(h.grant, shared)} held by {process_text(h.holder)}"
+        + _steps_text(steps[h.grant.token])
+        for h in grants
     )
+
+
+def _steps_text(count: int) -> str:
+    """`` (2 steps inside)`` after a grant that has steps, else nothing."""
+    return f" ({count} step{'s' if count > 1 else ''} inside)" if count else ""
 
 
 def _say(message: str) -> None:
