@@ -84,7 +84,7 @@ def test_env_help_says_what_a_json_failure_prints(capsys: pytest.CaptureFixture[
     ("argv", "said"),
     [
         ([], "no request (-r RES=Q) takes no device; printing nothing"),
-        (["-r", "GPU=0"], "the request (GPU=0.0) takes no device; printing nothing"),
+        (["-r", "GPU=0"], "the request (GPU=0) takes no device; printing nothing"),
         (["-r", "GPU=0", "--hide-others"], "printing 2 variable(s) that hide"),
     ],
 )

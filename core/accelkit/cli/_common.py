@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional, Union
 
+from accelkit._shown import shown
 from accelkit.cli import printable
 from accelkit.host import Host, LocalHost
+from accelkit.quantities import MAX_QUANTITY
 
 if TYPE_CHECKING:
     from fractions import Fraction
@@ -60,9 +64,15 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
-Quantity = Union[float, "Fraction"]
+Quantity = Union[int, float, "Fraction"]
 """A quantity as written: ``fractions`` (and the ``decimal`` it imports) loads only when one
 is written as ``1/3``, not at every start."""
+
+WHOLE_TEXT = r"(?a)[+-]?[0-9]+"
+DECIMAL_TEXT = r"(?a)[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+FRACTION_TEXT = r"(?a)[+-]?[0-9]+/[0-9]+"
+LONGEST_QUANTITY = 40
+"""Characters; no quantity a scheduler takes needs more (and a message echoes the text)."""
 
 
 def add_override_option(parser: argparse.ArgumentParser, note: str) -> None:
@@ -111,21 +121,34 @@ def resource_quantity(item: str) -> tuple[str, Quantity]:
     try:
         return name, quantity(text)
     except ValueError as error:
-        raise ValueError(f"{item!r}: {error}") from None
+        raise ValueError(f"{shown(item, 60)}: {error}") from None
 
 
 def quantity(text: str) -> Quantity:
-    """``"0.5"`` -> 0.5; ``"1/3"`` keeps the exact fraction; ``ValueError`` for anything else."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    from fractions import Fraction
+    """``"0.5"`` -> 0.5, ``"2"`` -> 2 (exact, however many digits), ``"1/3"`` the exact
+    fraction; ``ValueError`` saying why for anything else. One ASCII grammar (digits, a decimal
+    point, an exponent, a sign): ``float()`` alone would also read ``٣`` (an Arabic-Indic
+    three), ``1_0`` (ten), ``inf`` and ``nan``, and round a long whole number."""
+    text = text.strip()
+    if len(text) > LONGEST_QUANTITY:
+        raise ValueError(
+            f"{shown(text, 20)} is {len(text)} characters, too long for a quantity (write 0.5, "
+            "2 or 1/3)"
+        )
+    if re.fullmatch(WHOLE_TEXT, text):
+        return int(text)
+    if re.fullmatch(DECIMAL_TEXT, text):
+        number = float(text)
+        if math.isinf(number):
+            raise ValueError(f"{text!r} is above the largest quantity, {MAX_QUANTITY}")
+        return number
+    if re.fullmatch(FRACTION_TEXT, text):
+        if int(text.partition("/")[2]) == 0:
+            raise ValueError(f"{text!r} divides by zero (write 0.5, 2 or 1/3)")
+        from fractions import Fraction
 
-    try:
         return Fraction(text)
-    except (ValueError, ZeroDivisionError):
-        raise ValueError(f"{text!r} is not a number (write 0.5, 2 or 1/3)") from None
+    raise ValueError(f"{shown(text)} is not a number (write 0.5, 2 or 1/3)")
 
 
 def resource_text(item: str) -> tuple[str, str]:
