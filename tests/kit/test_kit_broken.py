@@ -49,7 +49,8 @@ RED = {
     "test_broken_stack": "raised on a host where every command and probe times out: TimeoutError",
     "test_device_files_without_tools": (
         "raised on make_host(4) where its tools and libraries are not installed: "
-        "FileNotFoundError: brk-smi: not found on PATH; fall back to the device files"
+        f"FileNotFoundError: brk-smi: not found on PATH (accelkit_broken/__init__.py:{RUN_LINE} "
+        "in detect); fall back to the device files"
     ),
     "test_devices_well_formed": "device ids repeat: ['1', '1', '1', '1']",
     "test_reads_declared_variables": (

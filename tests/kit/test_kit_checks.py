@@ -12,13 +12,15 @@ import os
 import socket
 import subprocess
 import textwrap
-from collections.abc import Mapping, Sequence
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Optional
 
 import pytest
 from accelkit import AcceleratorManager, Device, FakeHost, Frameworks, Host, InvalidRequest
-from accelkit.detect import call_probe
+from accelkit.detect import call_probe, detect_layers, first_records
 from accelkit.testing import Outcome, Subject, all_checks, run_checks
 
 INSTALLED_ONLY = {"import_is_light", "entry_point", "distribution"}
@@ -345,3 +347,147 @@ def test_a_backdoor_that_does_not_load_fails_instead_of_skipping(tmp_path: Path)
     assert found["requested_counts"].status == "failed"
     assert found["requested_counts"].message.endswith("does not load")
     assert found["round_trip"].status == "passed"  # sample ids "0".."3" need no host
+
+
+SMI_OUTPUT = '{"devices": [{"index": 0}, {"index": 1}]}'
+
+
+def make_widgets_with_tool(count: int, root: Path) -> FakeHost:
+    """Widget device files, and ``widget-smi`` listing the same cards."""
+    (root / "dev").mkdir()
+    for n in range(count):
+        (root / "dev" / f"widget{n}").write_text("")
+    listed = ", ".join(f'{{"index": {n}}}' for n in range(count))
+    return FakeHost(root=root, commands={"widget-smi": (0, f'{{"devices": [{listed}]}}')})
+
+
+class LayeredWidgetManager(WidgetManager):
+    """A tool layer, then the device files."""
+
+    def detect(self, host: Host) -> list[Device]:
+        return detect_layers(host, ("command", self.from_tool), ("devfs", super().detect))
+
+    def from_tool(self, host: Host) -> Optional[list[Device]]:
+        records = first_records(host, ["widget-smi"])
+        if records is None:
+            return None
+        return [Device(str(r["index"]), r["index"], type_label="W-1") for r in records]
+
+
+def layered_failures(manager: AcceleratorManager, tmp_path: Path) -> dict[str, str]:
+    subject = Subject(manager=manager, workspace=tmp_path, make_host=make_widgets_with_tool)
+    runnable = [c.name for c in all_checks() if c.name not in INSTALLED_ONLY]
+    return {o.check: o.message for o in run_checks(subject, select=runnable) if o.failing}
+
+
+def test_a_layered_manager_whose_layers_work_passes(tmp_path: Path) -> None:
+    assert layered_failures(LayeredWidgetManager(), tmp_path) == {}
+
+
+def test_a_best_layer_that_raises_on_the_backdoor_host_is_caught(tmp_path: Path) -> None:
+    class IntIds(LayeredWidgetManager):
+        def from_tool(self, host: Host) -> Optional[list[Device]]:
+            found = super().from_tool(host)
+            return None if found is None else [Device(int(d.id)) for d in found]  # type: ignore[arg-type]
+
+    failed = layered_failures(IntIds(), tmp_path)
+    assert list(failed) == ["best_layer_answers"]
+    assert (
+        "on make_host(1): its command layer failed (ValueError: Device id must be a"
+        in (failed["best_layer_answers"])
+    )
+
+
+def test_a_best_layer_that_quietly_gives_no_answer_is_caught(tmp_path: Path) -> None:
+    class WrongField(LayeredWidgetManager):
+        def from_tool(self, host: Host) -> Optional[list[Device]]:
+            records = first_records(host, ["widget-smi"])
+            return None if records is None or not any("id" in r for r in records) else []
+
+    failed = layered_failures(WrongField(), tmp_path)
+    assert list(failed) == ["best_layer_answers"]
+    assert (
+        "on make_host(4) took its devices from the devfs layer, the one that answers when its "
+        "tools are missing, though command widget-smi answered"
+    ) in failed["best_layer_answers"]
+
+
+@pytest.fixture
+def hang() -> Iterator[threading.Event]:
+    """An event a hanging detect() waits for, set at the end so its thread ends too."""
+    released = threading.Event()
+    yield released
+    released.set()
+
+
+def test_a_detect_that_hangs_fails_at_the_detection_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hang: threading.Event
+) -> None:
+    monkeypatch.setenv("ACCELKIT_DETECT_TIMEOUT", "0.3")
+
+    class Hangs(WidgetManager):
+        def detect(self, host: Host) -> list[Device]:
+            while not host.exists("/dev/widget0"):
+                hang.wait(0.05)
+                if hang.is_set():
+                    return []
+            return super().detect(host)
+
+    started = time.monotonic()
+    failed = failures(Hangs(), tmp_path)
+    assert time.monotonic() - started < 10  # one deadline, then refused at once while it hangs
+    assert (
+        "Hangs (widget).detect() did not finish within 0.3s (ACCELKIT_DETECT_TIMEOUT) on an "
+        "empty FakeHost" in failed["empty_host"]
+    )
+    assert "has not returned from an earlier call" in failed["broken_stack"]
+
+
+class ImportsAcmelib(WidgetManager):
+    def detect(self, host: Host) -> list[Device]:
+        with contextlib.suppress(ImportError):
+            importlib.import_module("acmelib")
+        return super().detect(host)
+
+
+def test_a_direct_import_of_a_declared_vendor_library_is_caught(tmp_path: Path) -> None:
+    subject = Subject(
+        manager=ImportsAcmelib(),
+        workspace=tmp_path,
+        make_host=make_widgets,
+        vendor_libraries=("acmelib",),
+    )
+    found = {o.check: o for o in run_checks(subject, select=["reads_only_through_host"])}
+    assert found["reads_only_through_host"].status == "failed"
+    assert "did import(acmelib)" in found["reads_only_through_host"].message
+
+
+def test_an_undeclared_vendor_library_is_not_known_to_the_kit(tmp_path: Path) -> None:
+    assert failures(ImportsAcmelib(), tmp_path) == {}
+
+
+def test_a_declared_vendor_library_imported_with_the_plugin_is_caught(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "acmelib.py").write_text("")
+    (tmp_path / "acme_widget.py").write_text(
+        textwrap.dedent(
+            """
+            import acmelib  # the vendor's runtime at import time
+            from accelkit import AcceleratorManager
+
+            class AcmeWidgetManager(AcceleratorManager):
+                name = "acmewidget"
+                resource_name = "ACMEWIDGET"
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from acme_widget import AcmeWidgetManager  # type: ignore[import-not-found]
+
+    subject = Subject(
+        manager=AcmeWidgetManager(), workspace=tmp_path, vendor_libraries=("acmelib",)
+    )
+    found = {o.check: o for o in run_checks(subject, select=["import_is_light"])}
+    assert found["import_is_light"].status == "failed"
+    assert "importing acme_widget imports ['acmelib']" in found["import_is_light"].message

@@ -73,7 +73,7 @@ def test_the_broken_plugin_is_red_with_reasons(tmp_path: Path) -> None:
     assert "does not depend on accelkit (requires []); add 'accelkit'" in out
     assert "    ok    requested_counts\n" in out  # its backdoor works: every check could run
     assert "    FAIL  device_files_without_tools\n" in out
-    assert out.rstrip().endswith("FAILED: 10 passed, 16 failed")
+    assert out.rstrip().endswith("FAILED: 11 passed, 16 failed")
 
 
 def test_without_a_backdoor_host_checks_are_skipped_and_say_how(tmp_path: Path) -> None:
@@ -87,7 +87,7 @@ def test_without_a_backdoor_host_checks_are_skipped_and_say_how(tmp_path: Path) 
         "no host builder for family 'broken': declare one in the 'accelkit.testing' entry-point "
         'group (broken = "yourpackage.fakes:make_host")'
     ) in result.stdout
-    assert "7 skipped" in result.stdout
+    assert "8 skipped" in result.stdout
 
 
 def test_a_declared_backdoor_that_does_not_load_fails(tmp_path: Path) -> None:

@@ -176,7 +176,7 @@ def test_a_new_accelerator_written_from_the_guide_works(tmp_path: Path) -> None:
     checked = run_accelkit("check zeta", path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "plugin 'zeta' (accelkit-zeta 0.1.0)" in checked.stdout
-    assert "PASSED: 26 passed" in checked.stdout
+    assert "PASSED: 27 passed" in checked.stdout
 
     (tmp_path / "make_node.py").write_text(from_the_guide("fake node", "snippet"))
     made = run_python("make_node.py", path=path, cwd=tmp_path)
@@ -194,7 +194,7 @@ def test_a_new_accelerator_written_from_the_guide_works(tmp_path: Path) -> None:
         "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_zeta.py", path=path, cwd=tmp_path
     )
     assert tested.returncode == 0, tested.stdout + tested.stderr
-    assert "26 passed" in tested.stdout
+    assert "27 passed" in tested.stdout
 
 
 def test_the_fallback_toml_reader_reads_the_examples_as_tomllib_does() -> None:

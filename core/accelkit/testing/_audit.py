@@ -15,9 +15,10 @@ server while under test):
 - starting a process (``subprocess``, ``os.system``, ``os.exec*``, ``os.posix_spawn``, fork,
   ``multiprocessing``), signalling one, or loading a shared library with ``ctypes``, instead of
   ``host.run``;
-- importing a vendor library (:data:`VENDOR_LIBRARIES`) instead of ``host.import_module``, by an
-  ``import`` statement or ``importlib.import_module``, even when it is already imported (it is
-  hidden from ``sys.modules`` while the audit is active);
+- importing a vendor library (:data:`VENDOR_LIBRARIES`, and the plugin's own ones given to
+  :func:`watching`) instead of ``host.import_module``, by an ``import`` statement or
+  ``importlib.import_module``, even when it is already imported (it is hidden from
+  ``sys.modules`` while the audit is active);
 - any network use: creating a socket, connecting, binding, name lookups, sending;
 - changing the environment or the working directory.
 
@@ -40,7 +41,7 @@ import os
 import pathlib
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Optional
@@ -79,7 +80,8 @@ VENDOR_LIBRARIES = frozenset(
         "numba",
     }
 )
-"""Top-level modules a manager must reach through ``host.import_module``, never ``import``."""
+"""Top-level modules a manager must reach through ``host.import_module``, never ``import``: the
+built-in families' libraries and the frameworks; a plugin adds its vendor's own."""
 
 MACHINE_DIRS = ("/sys", "/proc", "/dev", "/etc", "/run")
 """Where machine facts live: never read outside the host's root, import roots or not."""
@@ -205,6 +207,7 @@ class Audit:
 
     root: Optional[str]
     import_roots: tuple[str, ...]
+    libraries: frozenset[str] = VENDOR_LIBRARIES
     events: list[Violation] = field(default_factory=list)
 
     def of_kind(self, *kinds: str) -> list[Violation]:
@@ -247,14 +250,13 @@ class Audit:
             return Violation("network", event, _shown(shown))
         if event in _ENVIRONMENT_EVENTS:
             return Violation("environment", event, _shown(args[:1]))
-        if (
-            event == "import"
-            and args
-            and isinstance(args[0], str)
-            and args[0].partition(".")[0] in VENDOR_LIBRARIES
-        ):
+        if event == "import" and args and isinstance(args[0], str) and self.is_library(args[0]):
             return Violation("library", "import", args[0])
         return None
+
+    def is_library(self, module: str) -> bool:
+        """Whether ``module`` belongs to a vendor library this audit blocks importing."""
+        return module.partition(".")[0] in self.libraries
 
     def _file_allowed(self, event: str, path: str) -> bool:
         real = os.path.realpath(path)
@@ -388,7 +390,8 @@ class _VendorImportBlocker(importlib.abc.MetaPathFinder):
     def find_spec(
         self, fullname: str, path: Optional[Sequence[str]], target: Optional[ModuleType] = None
     ) -> None:
-        if fullname.partition(".")[0] in VENDOR_LIBRARIES:
+        audit = _active
+        if audit is not None and audit.is_library(fullname):
             _hook("import", (fullname,))
         return None
 
@@ -408,7 +411,7 @@ def _audited_fork_exec(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @contextlib.contextmanager
-def _instrumented() -> Iterator[None]:
+def _instrumented(audit: Audit) -> Iterator[None]:
     """While the block runs: the ``os`` and ``fork_exec`` wrappers, the environment watcher, the
     import blocker, and vendor libraries hidden from ``sys.modules`` (so importing them again is
     seen)."""
@@ -419,11 +422,7 @@ def _instrumented() -> Iterator[None]:
     originals = {name: getattr(os, name) for name in _WRAPPED}
     environ: Any = os.environ
     data = environ._data
-    hidden = {
-        name: module
-        for name, module in list(sys.modules.items())
-        if name.partition(".")[0] in VENDOR_LIBRARIES
-    }
+    hidden = {name: module for name, module in list(sys.modules.items()) if audit.is_library(name)}
     for name in hidden:
         del sys.modules[name]
     wrapped = {name: _audited(name, function) for name, function in originals.items()}
@@ -458,15 +457,20 @@ def _instrumented() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def watching(host: Host) -> Iterator[Audit]:
+def watching(host: Host, libraries: Iterable[str] = ()) -> Iterator[Audit]:
     """Audit everything the process does inside the block against ``host``'s root.
+
+    ``libraries`` are top-level modules of the plugin's own vendor, blocked as the built-in
+    :data:`VENDOR_LIBRARIES` are: a plugin for a vendor accelkit does not know names its own.
 
     Meant for hosts that answer in-process (``FakeHost``, snapshots): a ``LocalHost`` runs its
     commands and probes as processes, which the audit would rightly report.
     """
     global _active, _installed
     root = os.path.realpath(host.root) if host.root is not None else None
-    audit = Audit(root=root, import_roots=_import_roots())
+    audit = Audit(
+        root=root, import_roots=_import_roots(), libraries=VENDOR_LIBRARIES.union(libraries)
+    )
     with _lock:
         if _active is not None:
             raise RuntimeError("accelkit audits do not nest")
@@ -475,7 +479,7 @@ def watching(host: Host) -> Iterator[Audit]:
             _installed = True
         _active = audit
     try:
-        with _instrumented():
+        with _instrumented(audit):
             yield audit
     finally:
         _active = None

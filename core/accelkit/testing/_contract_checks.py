@@ -116,7 +116,7 @@ def node_facts(subject: Subject) -> None:
     found = subject.detect(host, f"make_host({max(counts)})")
     devices = [d for d in found if d.offered]  # what node detection passes them
     manager, label = subject.manager, subject.label
-    with watching(host) as audit:
+    with watching(host, subject.vendor_libraries) as audit:
         resources = manager.additional_resources(devices, host)
         labels = manager.labels(devices, host)
     assert not audit.events, (

@@ -10,8 +10,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any, Optional
 
+from accelkit.detect._layers import LAYER_FAULT
 from accelkit.device import Device
-from accelkit.diagnostics import collecting
 from accelkit.host import CommandResult, FakeHost, Host, HostView, ProbeEnv
 from accelkit.host._base import ProbeFunction
 from accelkit.registry import variables_read
@@ -112,19 +112,99 @@ def device_files_without_tools(subject: Subject) -> None:
     for mode, what in TOOL_FAILURES.items():
         host = _ToolsDownHost(subject.host(count), mode)
         described = f"make_host({count}) where {what}"
-        with collecting(subject.family) as notes:
-            try:
-                devices = subject.manager.detect(host)
-            except Exception as exc:
-                raise AssertionError(
-                    f"{subject.label}.detect() raised on {described}: {type(exc).__name__}: "
-                    f"{exc}; fall back to the device files, or return [] and say why with "
-                    "accelkit.note()"
-                ) from exc
+        devices, _, notes = subject.noted_detect(
+            host,
+            described,
+            advice="fall back to the device files, or return [] and say why with accelkit.note()",
+        )
         assert devices or notes, (
             f"{subject.label}.detect() found nothing on {described} and said nothing: report "
             "the devices its files show, or say why with accelkit.note()"
         )
+
+
+class _ToolUse(HostView):
+    """A host passed through unchanged that remembers which of its tools answered: a command
+    that exited 0 with output, a library that imported, a probe that returned something."""
+
+    def __init__(self, inner: Host) -> None:
+        super().__init__(inner, inner.env)
+        self.answered: list[str] = []
+
+    def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
+        result = super().run(argv, timeout)
+        if result.returncode == 0 and result.stdout.strip():
+            self.answered.append(f"command {' '.join(argv)}")
+        return result
+
+    def import_module(self, name: str) -> ModuleType:
+        module = super().import_module(name)
+        self.answered.append(f"library {name}")
+        return module
+
+    def probe(
+        self,
+        function: ProbeFunction,
+        *args: Any,
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> Any:
+        result = super().probe(function, *args, timeout=timeout, env=env)
+        if result is not None:
+            self.answered.append(f"probe {getattr(function, '__qualname__', function)!r}")
+        return result
+
+
+@check("detection")
+def best_layer_answers(subject: Subject) -> None:
+    """On the backdoor's hosts no detection layer fails, and when a host's vendor tools answer,
+    a layer reading them finds the devices rather than the fallback used without them."""
+    if subject.make_host is None:
+        subject.host(0)  # skipped, or failed for a declared backdoor that does not load
+    for count in subject.host_counts():
+        _no_layer_failed(subject, count)
+    count = max(subject.host_counts(), default=0)
+    if count > 0:
+        _tools_answer(subject, count)
+
+
+def _no_layer_failed(subject: Subject, count: int) -> None:
+    """detect_layers asks the next layer when one raises or times out: on the host the author
+    built for it, that hides a broken layer behind a fallback unless the kit looks."""
+    what = f"make_host({count})"
+    _, _, notes = subject.noted_detect(subject.host(count), what)
+    faults = [LAYER_FAULT.match(n.message) for n in notes if n.level != "info"]
+    for fault in faults:
+        if fault is not None:
+            raise AssertionError(
+                f"{subject.label}.detect() on {what}: its {fault['source']} layer failed "
+                f"({fault['error']}), so a later layer answered; on the host your backdoor "
+                "builds every layer must work: fix that layer"
+            )
+
+
+def _tools_answer(subject: Subject, count: int) -> None:
+    """The devices of a host whose tools answered must not come from the layer that answers
+    when the tools are missing (devices without a ``source`` cannot be told apart)."""
+    what = f"make_host({count})"
+    watched = _ToolUse(subject.host(count))
+    found = subject.detect(watched, what)
+    if not watched.answered:
+        return  # the backdoor feeds no vendor tool: the files are the best layer's source
+    without = f"make_host({count}) where {TOOL_FAILURES['missing']}"
+    try:
+        fallback = subject.detect(_ToolsDownHost(subject.host(count), "missing"), without)
+    except AssertionError:
+        return  # raising without the tools is device_files_without_tools's finding
+    sources = {d.source for d in found}
+    if not fallback or not all(sources) or sources != {d.source for d in fallback}:
+        return
+    shown = ", ".join(sorted(map(str, sources)))
+    raise AssertionError(
+        f"{subject.label}.detect() on {what} took its devices from the {shown} layer, the one "
+        f"that answers when its tools are missing, though {watched.answered[0]} answered: the "
+        "layer reading that tool gave no answer; make it read what your backdoor gives it"
+    )
 
 
 @check("detection")
@@ -233,7 +313,7 @@ def _hosts_to_watch(subject: Subject) -> Iterator[tuple[Host, str]]:
 
 def _audit(subject: Subject, kinds: Sequence[str], advice: str) -> None:
     for host, what in _hosts_to_watch(subject):
-        audit = subject.observe(host)
+        audit = subject.observe(host, what)
         found = audit.of_kind(*kinds)
         assert not found, (
             f"{subject.label}.detect() on {what} did {audit.summary(*kinds)}: {advice}"
@@ -246,7 +326,7 @@ def reads_declared_variables(subject: Subject) -> None:
     declared = set(variables_read(subject.manager))
     for host, what in _hosts_to_watch(subject):
         watched = WatchedHost(host)
-        subject.observe(watched)
+        subject.observe(watched, what)
         undeclared = sorted(watched.watched_env.names - declared)
         assert not undeclared, (
             f"{subject.label}.detect() on {what} read host.env{undeclared}, which env_vars_read "
@@ -261,7 +341,7 @@ def probes_are_portable(subject: Subject) -> None:
     them in a fresh process, where a fake host calls them in place)."""
     for host, what in _hosts_to_watch(subject):
         watched = WatchedHost(host)
-        subject.observe(watched)
+        subject.observe(watched, what)
         for function, args in watched.probes:
             name = (
                 f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', '?')}"

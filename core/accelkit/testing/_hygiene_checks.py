@@ -38,7 +38,8 @@ HEAVY_MODULES = VENDOR_LIBRARIES | frozenset(
         "pytest",
     }
 )
-"""Frameworks and vendor runtimes a plugin must import lazily (through the Host), if at all."""
+"""Frameworks and vendor runtimes a plugin must import lazily (through the Host), if at all; the
+check adds the plugin's own vendor libraries (``Subject.vendor_libraries``)."""
 
 IMPORT_TIMEOUT = 60.0
 
@@ -58,7 +59,8 @@ def import_is_light(subject: Subject) -> None:
     """Importing the plugin pulls in no framework or vendor runtime (a module denylist)."""
     modules = [type(subject.manager).__module__]
     modules += [e.module for e in entries_for(subject.manager) if e.module not in modules]
-    heavy = sorted(HEAVY_MODULES.intersection(imported_by(modules)))
+    denied = HEAVY_MODULES.union(subject.vendor_libraries)
+    heavy = sorted(denied.intersection(imported_by(modules)))
     assert not heavy, (
         f"importing {' and '.join(modules)} imports {heavy}; every scheduler imports every "
         "plugin at start, so import vendor libraries inside detect() through "

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from accelkit._settings import DETECT_TIMEOUT_VAR, Budgets
 from accelkit.device import Device
-from accelkit.diagnostics import collecting
+from accelkit.diagnostics import Diagnostic, collecting
 from accelkit.host import Host
+from accelkit.host import _deadlines as deadlines
 from accelkit.manager import AcceleratorManager
 from accelkit.testing._audit import Audit, Forbidden, ForbiddenImport, watching
 
@@ -31,6 +33,9 @@ THROUGH_HOST = (
     "a manager looks at the machine only through host.read_text/exists/listdir/glob/readlink, "
     "host.env, host.run, host.import_module and host.probe, and changes nothing"
 )
+
+RAISED_ADVICE = "detection must return [] and record why with accelkit.note() instead"
+"""What a failure says to do when ``detect()`` raised."""
 
 DEFAULT_COUNTS = (0, 1, 2, 4)
 """Device counts asked of the backdoor when the family declares no allowed quantities."""
@@ -48,6 +53,8 @@ class Subject:
     checks that need hosts are skipped with it, or fail with it when ``host_error`` is set (a
     backdoor was declared but does not load). ``counts`` overrides the counts asked of the
     backdoor. ``replay`` is an extra host (a node snapshot) to detect on under the audit.
+    ``vendor_libraries`` are the top-level modules of the plugin's own vendor, which detection
+    must import only through ``host.import_module`` (as the built-in ``VENDOR_LIBRARIES``).
     """
 
     manager: AcceleratorManager
@@ -57,6 +64,7 @@ class Subject:
     host_error: bool = False
     counts: Optional[Sequence[int]] = None
     replay: Optional[Host] = None
+    vendor_libraries: Sequence[str] = ()
     _hosts_made: int = field(default=0, init=False, repr=False)
     _sample: Optional[list[Device]] = field(default=None, init=False, repr=False)
 
@@ -107,36 +115,80 @@ class Subject:
 
     def audited_detect(self, host: Host, what: str) -> tuple[list[Device], Audit]:
         """Detect on ``host`` and return the devices with the audit of what detection touched."""
-        with watching(host) as audit, collecting(self.family):
-            try:
-                devices = self.manager.detect(host)
-            except Exception as exc:
-                raised = f"{type(exc).__name__}: {exc} ({_where(exc)})"
-                if _refused(exc):
+        devices, audit, _ = self.noted_detect(host, what)
+        return devices, audit
+
+    def noted_detect(
+        self, host: Host, what: str, advice: str = RAISED_ADVICE
+    ) -> tuple[list[Device], Audit, list[Diagnostic]]:
+        """Detect on ``host``: the devices, the audit, and the notes detection made; ``advice``
+        follows the exception in the failure when ``detect()`` raises."""
+        budgets = Budgets.from_env(os.environ)  # read before the audit, which would record it
+        with watching(host, self.vendor_libraries) as audit, collecting(self.family) as notes:
+            outcome = self._detect_in_time(host, what, budgets)
+            if isinstance(outcome, Exception):
+                raised = f"{type(outcome).__name__}: {outcome} ({_where(outcome)})"
+                if _refused(outcome):
                     raise AssertionError(
                         f"{self.label}.detect() on {what} did {audit.summary()}, outside its "
                         f"host (the audit blocked it), then raised {raised}; {THROUGH_HOST}"
-                    ) from exc
+                    ) from outcome
                 raise AssertionError(
-                    f"{self.label}.detect() raised on {what}: {raised}; detection must return "
-                    "[] and record why with accelkit.note() instead"
-                ) from exc
-        if not isinstance(devices, list) or not all(isinstance(d, Device) for d in devices):
+                    f"{self.label}.detect() raised on {what}: {raised}; {advice}"
+                ) from outcome
+        if not isinstance(outcome, list) or not all(isinstance(d, Device) for d in outcome):
             raise AssertionError(
-                f"{self.label}.detect() on {what} returned {devices!r}; it must return a list "
+                f"{self.label}.detect() on {what} returned {outcome!r}; it must return a list "
                 "of accelkit.Device"
             )
-        return devices, audit
+        return outcome, audit, notes
 
-    def observe(self, host: Host) -> Audit:
+    def observe(self, host: Host, what: str = "a host under the audit") -> Audit:
         """Detect on ``host`` under the audit, for the checks about *how* detection works.
 
         An exception from ``detect()`` is ignored here: raising is what :func:`empty_host` and
-        :func:`broken_stack` report, and each check should name its own problem.
+        :func:`broken_stack` report, and each check should name its own problem. A detection
+        cut at its deadline fails the check, since nothing about it can be observed.
         """
-        with watching(host) as audit, collecting(self.family), contextlib.suppress(Exception):
-            self.manager.detect(host)
+        budgets = Budgets.from_env(os.environ)  # read before the audit, which would record it
+        with watching(host, self.vendor_libraries) as audit, collecting(self.family):
+            self._detect_in_time(host, what, budgets)
         return audit
+
+    def _detect_in_time(self, host: Host, what: str, budgets: Budgets) -> object:
+        """What ``manager.detect(host)`` returned or raised (an exception other than
+        ``Exception`` is raised here), run off this thread under node detection's deadline
+        (``ACCELKIT_DETECT_TIMEOUT``); a detection cut there is an ``AssertionError``.
+
+        As in node detection, a hung ``detect()`` cannot be killed: its thread is left, and the
+        next detection fails at once while it runs instead of hanging every check in turn.
+        """
+        key = ("kit detect", type(self.manager))
+        busy = deadlines.running(key)
+        if busy is not None:
+            raise AssertionError(f"{self.label}.detect() on {what} was not run: {busy}")
+        outcome: list[object] = []
+
+        def work() -> None:
+            try:
+                outcome.append(self.manager.detect(host))
+            except BaseException as exc:  # judged by the caller, on the caller's thread
+                outcome.append(exc)
+
+        task = deadlines.Task(work, f"{self.family} detect()")
+        with deadlines.clock(budgets) as running:
+            deadlines.run_all([task], running)
+        if not task.finished.is_set():
+            if task.thread is not None:
+                deadlines.remember(key, task.name, task.began, task.thread)
+            raise AssertionError(
+                f"{self.label}.detect() did not finish within {budgets.detection:g}s "
+                f"({DETECT_TIMEOUT_VAR}) on {what}, where node detection would leave the family "
+                "out; wait only through host.run and host.probe, whose timeouts bound it"
+            )
+        if isinstance(outcome[0], BaseException) and not isinstance(outcome[0], Exception):
+            raise outcome[0]
+        return outcome[0]
 
     def devices(self, count: int) -> list[Device]:
         """The devices detected on a backdoor host built for ``count`` devices."""

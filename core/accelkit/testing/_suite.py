@@ -62,6 +62,10 @@ class ManagerTestBase:
     manager: ClassVar[Optional[AcceleratorManager]] = None
     host_counts: ClassVar[Optional[tuple[int, ...]]] = None
     """Device counts to build hosts for (default: 0 and every allowed quantity, or 0, 1, 2, 4)."""
+    vendor_libraries: ClassVar[tuple[str, ...]] = ()
+    """Top-level modules of your vendor's runtime (``("acmelib",)``): detection must import them
+    only through ``host.import_module``, and importing the plugin must not import them, as the
+    built-in vendors' libraries."""
     expected_failures: ClassVar[dict[str, str]] = {}
     """``{"test_name": "why it fails"}``: strict expected failures (a passing one is an error)."""
 
@@ -109,6 +113,7 @@ class ManagerTestBase:
             no_host_reason=reason,
             host_error=broken,
             counts=self.host_counts,
+            vendor_libraries=self.vendor_libraries,
         )
 
 
