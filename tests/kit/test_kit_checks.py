@@ -19,9 +19,18 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-from accelkit import AcceleratorManager, Device, FakeHost, Frameworks, Host, InvalidRequest
+from accelkit import (
+    AcceleratorManager,
+    Device,
+    FakeHost,
+    Frameworks,
+    Host,
+    InvalidRequest,
+    registry,
+)
 from accelkit.detect import call_probe, detect_layers, first_records
 from accelkit.testing import Outcome, Subject, all_checks, run_checks
+from kit_support import write_distribution
 
 INSTALLED_ONLY = {"import_is_light", "entry_point", "distribution"}
 
@@ -491,3 +500,46 @@ def test_a_declared_vendor_library_imported_with_the_plugin_is_caught(
     found = {o.check: o for o in run_checks(subject, select=["import_is_light"])}
     assert found["import_is_light"].status == "failed"
     assert "importing acme_widget imports ['acmelib']" in found["import_is_light"].message
+
+
+@pytest.fixture
+def fresh_registry() -> Iterator[None]:
+    """The default registry rebuilt on next use, and again after the test."""
+    registry.reset()
+    yield
+    registry.reset()
+
+
+def test_a_family_clash_fails_the_entry_point_as_the_registry_refuses_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_registry: None
+) -> None:
+    (tmp_path / "clashing_widget.py").write_text(
+        textwrap.dedent(
+            """
+            from accelkit import AcceleratorManager, hookimpl
+
+            class ClashingManager(AcceleratorManager):
+                name = "acme"  # the example plugin's family
+                resource_name = "ACME"
+
+                def detect(self, host):
+                    return []
+
+            @hookimpl
+            def accelkit_register_managers():
+                return [ClashingManager()]
+            """
+        )
+    )
+    write_distribution(
+        tmp_path, "accelkit-clash", "0.1.0", {"accelkit": {"zclash": "clashing_widget"}}
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from clashing_widget import ClashingManager  # type: ignore[import-not-found]
+
+    found = outcomes(ClashingManager(), tmp_path / "work", select=["entry_point"])
+    assert found["entry_point"].status == "failed"
+    assert (
+        "entry point zclash = 'clashing_widget' of accelkit-clash: plugin 'zclash' "
+        "(accelkit-clash 0.1.0) is not in use (error): family 'acme' is claimed by"
+    ) in found["entry_point"].message

@@ -8,12 +8,11 @@ or its ``importlib-metadata`` backport before Python 3.10).
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
-import pluggy
-
-from accelkit import hookspecs
+from accelkit import hookspecs, registry
 from accelkit._distributions import metadata
 from accelkit.manager import AcceleratorManager
 from accelkit.testing._catalog import check
@@ -98,27 +97,32 @@ def _entry(subject: Subject) -> PluginEntry:
 
 @check("packaging")
 def entry_point(subject: Subject) -> None:
-    """An 'accelkit' entry point names the plugin; it loads and registers this manager."""
+    """An 'accelkit' entry point names the plugin, and the registry schedulers use loads it, in
+    use, providing this manager's family (so a family clash fails here as it does for them)."""
     entry = _entry(subject)
     where = f"entry point {entry.name} = {entry.value!r} of {entry.distribution}"
-    try:
-        plugin = entry.entry_point.load()
-    except Exception as exc:
-        raise AssertionError(f"{where} does not load: {type(exc).__name__}: {exc}") from exc
-    manager = pluggy.PluginManager(hookspecs.PROJECT)
-    manager.add_hookspecs(hookspecs)
-    try:
-        manager.register(plugin, name=entry.name)
-        manager.check_pending()
-    except pluggy.PluginValidationError as exc:
-        raise AssertionError(f"{where} does not match accelkit's hooks: {exc}") from exc
-    results = manager.hook.accelkit_register_managers()
-    registered = [m for result in results for m in result]
-    cls = type(subject.manager)
-    assert any(type(m) is cls for m in registered), (
-        f"{where} registers {registered!r}, not a {cls.__name__}; return an instance from an "
-        "@accelkit.hookimpl function named accelkit_register_managers"
+    info = _as_loaded(entry)
+    assert info is not None, (
+        f"accelkit's registry did not consider {where} (see accelkit plugins); is autoload off "
+        f"({registry.AUTOLOAD_OFF_VAR})?"
     )
+    assert info.status == "ok", f"{where}: {info.not_in_use()}"
+    cls = type(subject.manager)
+    provided = registry.get_manager(subject.family) if subject.family in info.families else None
+    assert type(provided) is cls, (
+        f"{where} provides families {list(info.families)} with "
+        f"{type(provided).__name__ if provided else 'no manager'} for {subject.family!r}, not a "
+        f"{cls.__name__}; return an instance from an @accelkit.hookimpl function named "
+        "accelkit_register_managers"
+    )
+
+
+def _as_loaded(entry: PluginEntry) -> Optional[registry.PluginInfo]:
+    """How the default registry, which schedulers use, loaded ``entry``: None if it did not."""
+    with warnings.catch_warnings():  # the report itself says why a plugin is not in use
+        warnings.simplefilter("ignore", registry.PluginWarning)
+        report = registry.plugin_report()
+    return next((i for i in report if i.name == entry.name and i.module == entry.value), None)
 
 
 @check("packaging")

@@ -1,8 +1,9 @@
 """``Subject``: one manager under test, and the means to build hosts for it.
 
 Every conformance check is a plain function of a :class:`Subject`. The pytest suite and
-``accelkit check`` both build one and hand it to the same functions, so the two can never
-disagree about what conformance means.
+``accelkit check`` both build one and hand it to the same functions, and both see the plugin
+as loaded by the default registry (the packaging checks), so the two agree about what
+conformance means.
 """
 
 from __future__ import annotations
