@@ -12,12 +12,13 @@ import pytest
 from accelkit import registry
 from accelkit.detect import call_probe, import_library, run_command
 from accelkit.device import Device
+from accelkit.errors import ConfigurationError
 from accelkit.host import FakeHost, Host, load_snapshot
 from accelkit.node._detect import detect_node
 from accelkit.node._operator import EXCLUDE_ENV, OVERRIDE_ENV
 from accelkit.node._snapshot import RecordingHost, record_snapshot
 from accelkit.registry import variables_read
-from core_fakes import MakeManagers, acme_csv, acme_host, acme_sysfs, static_manager
+from core_fakes import MakeManagers, Provides, acme_csv, acme_host, acme_sysfs, static_manager
 
 
 def replay(directory: Path) -> dict[str, object]:
@@ -340,3 +341,27 @@ def test_example_snapshots_re_record_to_the_same_node(example: Path, tmp_path: P
     assert [(d.family, d.type_label, d.model) for d in redacted.devices] == [
         (d.family, d.type_label, d.model) for d in original.devices
     ]
+
+
+def test_a_failed_recording_leaves_nothing_and_can_be_made_again(tmp_path: Path) -> None:
+    rivals = [
+        static_manager(
+            family, family.upper(), [Device("0")], visible_devices_env_var="ACME_VISIBLE"
+        )
+        for family in ("acmea", "acmeb")
+    ]
+    clashing = registry.Registry([Provides(rivals)], autoload=False)
+    target = tmp_path / "node"
+    with pytest.raises(ConfigurationError, match="ACME_VISIBLE"):
+        record_snapshot(target, FakeHost(), registry=clashing)
+    assert not target.exists()
+
+    target.mkdir()
+    (target / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigurationError):
+        record_snapshot(target, FakeHost(), registry=clashing)
+    assert sorted(p.name for p in target.iterdir()) == ["notes.txt"]
+
+    fine = registry.Registry([Provides(rivals[:1])], autoload=False)
+    assert record_snapshot(target, FakeHost(), registry=fine) == target
+    assert [d.id for d in detect_node(load_snapshot(target), registry=fine).devices] == ["0"]

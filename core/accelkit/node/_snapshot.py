@@ -18,6 +18,7 @@ imports the registry and the node, and nothing below imports it); replay belongs
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import posixpath
@@ -53,12 +54,35 @@ def record_snapshot(
     """Record what node detection reads on ``host`` (this machine when None) into ``directory``.
 
     The directory is created if needed. An existing snapshot there is replaced only with
-    ``overwrite=True``; other files in the directory are never touched. ``registry`` chooses
+    ``overwrite=True``; other files in the directory are never touched. A recording that fails
+    (a :class:`~accelkit.ConfigurationError` from detection) leaves no snapshot files behind,
+    and no directory it created. ``registry`` chooses
     the plugins whose variables and commands are recorded (None: the default one). Returns the
     directory.
     """
     base = Path(directory)
+    made = not base.exists()
     _prepare(base, overwrite)
+    try:
+        _record(base, host, redact, registry)
+    except BaseException:
+        _discard(base, made)
+        raise
+    return base
+
+
+def _discard(base: Path, made: bool) -> None:
+    """Remove what a failed recording left in ``base`` (and ``base`` itself when it made it), so
+    the same call can be made again once the cause is fixed."""
+    shutil.rmtree(base / ROOT, ignore_errors=True)
+    (base / MANIFEST).unlink(missing_ok=True)
+    if made:
+        with contextlib.suppress(OSError):  # not empty: someone else's files, kept
+            base.rmdir()
+
+
+def _record(base: Path, host: Optional[Host], redact: bool, registry: Optional[Registry]) -> None:
+    """Detect on ``host`` through a recording host, then write the manifest into ``base``."""
     source = host if host is not None else LocalHost()
     plugins = resolve(registry)
     declared = sorted({name for m in plugins.managers() for name in variables_read(m)})
@@ -78,7 +102,6 @@ def record_snapshot(
         "redacted": redact,
     }
     (base / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    return base
 
 
 def _prepare(base: Path, overwrite: bool) -> None:
