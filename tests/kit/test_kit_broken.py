@@ -6,10 +6,12 @@ Run with pytester, as a plugin author would run it, so what is asserted is what 
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+from accelkit import registry
 from accelkit.testing import all_checks
 from kit_support import BROKEN, REPO
 
@@ -87,11 +89,14 @@ GREEN = len(all_checks()) - len(RED)
 
 
 @pytest.fixture
-def broken(pytester: pytest.Pytester, broken_site: Path) -> pytest.Pytester:
-    """A pytester whose sys.path has the broken plugin, installed as a (fake) distribution."""
+def broken(pytester: pytest.Pytester, broken_site: Path) -> Iterator[pytest.Pytester]:
+    """A pytester whose sys.path has the broken plugin, installed as a (fake) distribution; the
+    default registry, which the entry_point check asks, is loaded afresh from that path."""
     pytester.syspathinsert(BROKEN / "src")
     pytester.syspathinsert(broken_site)
-    return pytester
+    registry.reset()
+    yield pytester
+    registry.reset()
 
 
 def failed_tests(result: pytest.RunResult) -> set[str]:
