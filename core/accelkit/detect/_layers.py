@@ -50,7 +50,7 @@ __all__ = [
 Layer = Callable[[Host], Optional[list[Device]]]
 """A detection layer: the devices it sees, or None when its source is not there."""
 
-LAYER_FAULT = re.compile(r"^(?P<source>.+?) layer (?:failed|timed out): (?P<error>.+)$", re.DOTALL)
+LAYER_FAULT = r"(?s)^(?P<source>.+?) layer (?:failed|timed out): (?P<error>.+)$"
 """How :func:`detect_layers` words its note about a layer that raised or timed out: the
 conformance kit looks for it on the backdoor's host, where no layer may fail."""
 

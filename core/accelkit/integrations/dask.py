@@ -142,8 +142,8 @@ def served_resources(
     for name in names:
         try:
             validate_request({name: per_worker}, node)
-        except Unsatisfiable as error:  # left out of "every resource": those that cannot
-            refused.append(error)  # give it (neuron_cores=0.5) serve no worker
+        except (Unsatisfiable, InvalidRequest) as error:  # left out of "every resource":
+            refused.append(error)  # those that cannot give it (neuron_cores=0.5) serve none
     if len(refused) == len(names):
         raise refused[0]
     return names

@@ -102,7 +102,9 @@ def given_node(
     """The node a ledger serves when handed ``node``, and what it may take: ``node`` itself,
     unless detection narrowed it (a visibility variable, an exclusion, an override); then the
     node detected on ``host`` (None: this machine) without the restriction, of which it takes
-    ``node``'s devices, as a process that detects its node itself does."""
+    ``node``'s devices, as a process that detects its node itself does. A node that is not of
+    that machine (a snapshot's, handed in on another one: its families count other devices than
+    the machine's) is served as it is."""
     from accelkit.node._detect import detect_node
 
     listed = Counter(d.family for d in node.devices)
@@ -110,6 +112,8 @@ def given_node(
         return node, None
     host = LocalHost() if host is None else host
     physical = detect_node(_Lifted(host, _restricting(host, registry)), registry=registry)
+    if any(physical.detected.get(family) != n for family, n in node.detected.items()):
+        return node, None
     return _part_of(node, physical, "the node given to the ledger, detected narrowed")
 
 

@@ -6,6 +6,7 @@ import contextlib
 import importlib
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any, Optional
@@ -173,7 +174,7 @@ def _no_layer_failed(subject: Subject, count: int) -> None:
     built for it, that hides a broken layer behind a fallback unless the kit looks."""
     what = f"make_host({count})"
     _, _, notes = subject.noted_detect(subject.host(count), what)
-    faults = [LAYER_FAULT.match(n.message) for n in notes if n.level != "info"]
+    faults = [re.match(LAYER_FAULT, n.message) for n in notes if n.level != "info"]
     for fault in faults:
         if fault is not None:
             raise AssertionError(
