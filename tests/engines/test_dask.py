@@ -541,3 +541,18 @@ def test_workers_started_on_a_grant_take_steps_of_it_and_only_its_families(
     )
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout) == {"GPU-0": "0", "GPU-1": "1"}
+
+
+def test_every_resource_a_node_serves_is_one_that_can_give_the_share() -> None:
+    # a GPU takes halves, a Neuron core does not: half a device serves GPU workers alone
+    from accelkit.integrations.dask import served_resources
+
+    gpus, cores = (
+        snapshot(name).to_dict() for name in ("nvidia-h100-8gpu", "neuron-trn1-32xlarge")
+    )
+    merged = {**gpus, "devices": gpus["devices"] + cores["devices"]}
+    for key in ("resources", "families", "detected", "labels"):
+        merged[key] = {**gpus[key], **cores[key]}
+    node = Node.from_dict(merged)
+    assert served_resources(node, None, 0.5) == ["GPU"]
+    assert served_resources(node, None, 1) == ["GPU", "neuron_cores"]

@@ -138,15 +138,18 @@ def served_resources(
         )
     _check_share(per_worker)
     names = offered if resource is None else [resource]
-    refused: list[Unsatisfiable] = []
+    served: list[str] = []
+    refused: list[Exception] = []
     for name in names:
         try:
             validate_request({name: per_worker}, node)
         except (Unsatisfiable, InvalidRequest) as error:  # left out of "every resource":
             refused.append(error)  # those that cannot give it (neuron_cores=0.5) serve none
-    if len(refused) == len(names):
+        else:
+            served.append(name)
+    if not served:
         raise refused[0]
-    return names
+    return served
 
 
 def _check_share(per_worker: object) -> None:
