@@ -59,6 +59,12 @@ class Device:
     runtime counts it), instead of ending there; and a variable naming only such devices makes
     no stand-in devices. Say why with ``accelkit.note()``. Written by ``to_dict`` only when
     False."""
+    minor: Optional[int] = None
+    """The minor number of the device's character file (4 for ``/dev/nvidia4``), where a family's
+    ``Scheduling.device_file`` names files by it (``"/dev/nvidia{minor}"``): an NVIDIA GPU's
+    minor is not its index, and SLURM's cgroup binds the file, so an export that guessed it would
+    hand a job another GPU. None where detection did not read it; then no file is named.
+    Written by ``to_dict`` only when known, so a node without minors reads as it always did."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -76,8 +82,10 @@ class Device:
             value = getattr(self, name)
             if not isinstance(value, str) and (value is not None or name in _REQUIRED_TEXT):
                 raise ValueError(f"Device {name} must be a str, got {shown(value)}")
-        if self.index is not None and self.index < 0:
-            raise ValueError(f"Device index must be a non-negative int, got {shown(self.index)}")
+        for name in ("index", "minor"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"Device {name} must be a non-negative int, got {shown(value)}")
         for name in _FLAGS:
             value = getattr(self, name)
             if not isinstance(value, bool):
@@ -88,8 +96,8 @@ class Device:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field, JSON-ready (``exclusive`` only when True, ``offered`` only when False);
-        :meth:`from_dict` restores an equal device."""
+        """Every field, JSON-ready (``exclusive`` only when True, ``offered`` only when False,
+        ``minor`` only when known); :meth:`from_dict` restores an equal device."""
         # Every field is a plain value, so no deep copy (``dataclasses.asdict``) is needed: this
         # runs for each device of each grant a ledger records.
         data = {name: getattr(self, name) for name in _FIELDS}
@@ -97,6 +105,8 @@ class Device:
             data["exclusive"] = True
         if not self.offered:
             data["offered"] = False
+        if self.minor is not None:
+            data["minor"] = self.minor
         return data
 
     @classmethod
@@ -112,9 +122,10 @@ class Device:
 
 
 _FLAGS = ("exclusive", "offered")
-_FIELDS = tuple(f.name for f in dataclasses.fields(Device) if f.name not in _FLAGS)
+_SOMETIMES_WRITTEN = (*_FLAGS, "minor")
+_FIELDS = tuple(f.name for f in dataclasses.fields(Device) if f.name not in _SOMETIMES_WRITTEN)
 """The fields :meth:`Device.to_dict` always writes (the flags only where they differ from their
-defaults)."""
-_WHOLE_FIELDS = ("index", "memory_bytes", "numa_node")
+defaults, ``minor`` only where known)."""
+_WHOLE_FIELDS = ("index", "memory_bytes", "numa_node", "minor")
 _REQUIRED_TEXT = ("family", "resource_name", "source")
 _TEXT_FIELDS = (*_REQUIRED_TEXT, "type_label", "model", "uuid", "pci_bus_id", "parent")

@@ -63,9 +63,11 @@ class Scheduling:
     each granted whole. None: partitions are scheduled like any other device."""
 
     device_file: Optional[str] = None
-    """One device's character file, ``{id}`` standing for its id (``"/dev/nvidia{id}"``), for
-    exports that bind devices to files (SLURM ``gres.conf`` ``File=``). None where ids do not
-    name files one to one (Neuron cores share a device file): exports then give a count."""
+    """One device's character file, for exports that bind devices to files (SLURM ``gres.conf``
+    ``File=``): ``{id}`` standing for its id (``"/dev/rbln{id}"``), or ``{minor}`` for its
+    ``Device.minor`` where files are not numbered by id (``"/dev/nvidia{minor}"``; a device
+    whose minor detection did not read gets no file). None where ids do not name files one to
+    one (Neuron cores share a device file): exports then give a count."""
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,22 @@ __all__ = [
     "Placement",
     "allowed_text",
     "check_quantity",
+    "file_number_field",
 ]
+
+_FILE_NUMBER_FIELDS = {"{id}": "id", "{minor}": "minor"}
+"""What may number a family's device files (``Scheduling.device_file``), by placeholder: the
+device's id (``"/dev/rbln{id}"``) or its ``minor`` (``"/dev/nvidia{minor}"``, where files do not
+follow the ids)."""
+
+
+def file_number_field(template: object) -> Optional[str]:
+    """The ``Device`` field that numbers the files of ``template`` (``"minor"`` for
+    ``"/dev/nvidia{minor}"``); None unless it is a path with exactly one placeholder."""
+    if not isinstance(template, str):
+        return None
+    found = [field for placeholder, field in _FILE_NUMBER_FIELDS.items() if placeholder in template]
+    return found[0] if len(found) == 1 else None
 
 
 def _small_index(token: str) -> bool:
@@ -186,7 +201,8 @@ class FamilyPolicy:
     partitions_per_grant: Optional[int] = 1
     visible_devices_env_var: Optional[str] = None
     device_file: Optional[str] = None
-    """A device's character file, ``{id}`` standing for its id (``Scheduling.device_file``)."""
+    """A device's character file, ``{id}`` standing for its id or ``{minor}`` for its minor
+    number (``Scheduling.device_file``)."""
 
     def validate_quantity(self, quantity: object) -> int:
         """Integer units for ``quantity`` by the declared rule (:func:`check_quantity`)."""
@@ -252,12 +268,10 @@ class FamilyPolicy:
             )
         if variable is not None and not isinstance(variable, str):
             raise InvalidData(f"{where}: visible_devices_env_var must be a string or null")
-        if device_file is not None and (
-            not isinstance(device_file, str) or "{id}" not in device_file
-        ):
+        if device_file is not None and file_number_field(device_file) is None:
             raise InvalidData(
-                f"{where}: device_file must be null or a path with {{id}} in it, got "
-                f"{device_file!r}"
+                f"{where}: device_file must be null or a path with {{id}} or {{minor}} in it, "
+                f"got {device_file!r}"
             )
         if data.get("plugin_rules", []) != []:
             raise InvalidData(

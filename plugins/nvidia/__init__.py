@@ -20,7 +20,9 @@ the GPU stays (``nvml``).
 
 Detection: NVML (``pynvml``, no CUDA context), else ``nvidia-smi``'s CSV query, else
 ``/proc/driver/nvidia/gpus/<bus id>/information`` numbered by bus id, as NVML numbers them, else
-a Jetson's integrated GPU from its Tegra files (``tegra``).
+a Jetson's integrated GPU from its Tegra files (``tegra``). Each GPU's device file is
+``/dev/nvidia<minor>``, its ``Device.minor`` from NVML or the driver's file (``proc``), never
+its index; a GPU whose minor is not read gets no file in exports.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ from accelkit.detect import (
     device_count,
     is_index,
     library_session,
-    parse_colon_records,
     parse_csv,
     parse_memory,
     run_command,
@@ -46,6 +47,7 @@ from accelkit.detect import (
 from .cuda_visible import cuda_ids, names_uuid
 from .modes import offered, smi_modes
 from .nvml import field, nvml_facts, optional_call
+from .proc import PROC_GPUS, device_minor, information, proc_minor
 from .tegra import from_tegra_files
 
 # Marketing names -> labels ("NVIDIA H100 80GB HBM3" -> "H100"); others: the sanitized name.
@@ -60,7 +62,6 @@ NVML_ABSENT = ("NVMLError_LibraryNotFound", "NVMLError_DriverNotLoaded")  # no s
 # The documented query plus the MIG mode, so that a MIG-enabled GPU is never offered whole.
 QUERY = "index,uuid,name,memory.total,pci.bus_id,mig.mode.current"
 NVIDIA_SMI = ("nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits")
-PROC_GPUS = "/proc/driver/nvidia/gpus"
 MIG_CAPS = "/proc/driver/nvidia/capabilities"
 
 
@@ -72,7 +73,7 @@ class NvidiaManager(AcceleratorManager):
     api_version = 2
     visible_devices_env_var = "CUDA_VISIBLE_DEVICES"
     env_vars_read = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES")
-    scheduling = Scheduling(device_file="/dev/nvidia{id}")
+    scheduling = Scheduling(device_file="/dev/nvidia{minor}")  # the minor is not the index
     frameworks = Frameworks(
         device="cuda",
         collective="nccl",
@@ -107,11 +108,16 @@ class NvidiaManager(AcceleratorManager):
 
 
 def gpu(
-    index: int, name: Optional[str], uuid: Optional[str], memory: Optional[int], bus: object
+    index: int,
+    name: Optional[str],
+    uuid: Optional[str],
+    memory: Optional[int],
+    bus: object,
+    minor: Optional[int] = None,
 ) -> Device:
     """A whole GPU as any layer describes it (detection adds its NUMA node from sysfs)."""
     bus_id = None if bus is None else decode(bus)
-    facts: dict[str, Any] = {"model": name, "uuid": uuid, "pci_bus_id": bus_id}
+    facts: dict[str, Any] = {"model": name, "uuid": uuid, "pci_bus_id": bus_id, "minor": minor}
     label = type_label(name, TYPE_LABELS, ("NVIDIA", "Tesla"))
     return Device(str(index), index, type_label=label, memory_bytes=memory, **facts)
 
@@ -136,7 +142,8 @@ def nvml_gpu(nvml: Any, index: int) -> list[Device]:
     compute mode lets them be offered (``modes``); a fact it cannot answer is left empty."""
     handle, who = nvml.nvmlDeviceGetHandleByIndex(index), f"GPU {index}"
     pci = field(nvml, "nvmlDeviceGetPciInfo", handle, "PCI bus id", who)
-    whole = gpu(index, *nvml_facts(nvml, handle, who), None if pci is None else pci.busId)
+    minor = field(nvml, "nvmlDeviceGetMinorNumber", handle, "device minor", who)
+    whole = gpu(index, *nvml_facts(nvml, handle, who), None if pci is None else pci.busId, minor)
     mode = field(nvml, "nvmlDeviceGetComputeMode", handle, "compute mode", who)
     return offered(nvml_partitions(nvml, handle, whole), mode, index)
 
@@ -170,7 +177,8 @@ def mig_instance(nvml: Any, handle: object, slot: int, parent: Device) -> list[D
     found = re.search(MIG_PROFILE, name or "")
     label = f"{parent.type_label}-{found[0]}" if found else parent.type_label
     changes = {"id": uuid, "uuid": uuid, "model": name, "memory_bytes": memory, "type_label": label}
-    return [parent.replace(index=None, parent=parent.id, **changes)]
+    # An instance's device files are its parent's and /dev/nvidia-caps ones: no minor of its own.
+    return [parent.replace(index=None, parent=parent.id, minor=None, **changes)]
 
 
 def from_nvidia_smi(host: Host) -> Optional[list[Device]]:
@@ -184,7 +192,8 @@ def from_nvidia_smi(host: Host) -> Optional[list[Device]]:
     devices = []
     for index, uuid, name, memory, bus, mig_mode in rows:
         if mig_mode != "Enabled":
-            whole = gpu(int(index), name, uuid, parse_memory(memory, "MiB"), bus)
+            minor = proc_minor(host, bus)  # nvidia-smi's query has none: the driver's file
+            whole = gpu(int(index), name, uuid, parse_memory(memory, "MiB"), bus, minor)
             devices += offered([whole], modes.get(index), index)
     return devices
 
@@ -194,14 +203,13 @@ def from_proc(host: Host) -> Optional[list[Device]]:
     buses = sorted(host.listdir(PROC_GPUS), key=str.lower)
     devices = []
     for index, bus in enumerate(buses):
-        info = host.read_text(f"{PROC_GPUS}/{bus}/information")
-        fields = (parse_colon_records(info, "Model", f"{bus}/information") or [{}])[0]
-        minor = fields.get("Device Minor", "")  # names its MIG capabilities, unless unreadable
-        if not is_index(minor) or host.glob(f"{MIG_CAPS}/gpu{minor}/mig/gi*"):
-            left_out(index, "it has MIG instances" if is_index(minor) else "no Device Minor")
+        fields = information(host, bus)
+        minor = device_minor(fields)  # its device file and MIG capabilities, unless unreadable
+        if minor is None or host.glob(f"{MIG_CAPS}/gpu{minor}/mig/gi*"):
+            left_out(index, "no Device Minor" if minor is None else "it has MIG instances")
             continue
         name, uuid = fields.get("Model", ""), fields.get("GPU UUID", "")
-        devices.append(gpu(index, name, uuid, None, fields.get("Bus Location", bus)))
+        devices.append(gpu(index, name, uuid, None, fields.get("Bus Location", bus), minor))
     return devices if buses else None
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -222,9 +223,10 @@ def test_gres_conf_follows_slurms_grammar_and_counts_every_device(node: Node) ->
         if e["name"] == "gpu" and e["files"]:
             assert e["flags"] == "nvidia_gpu_env"
             assert e["files"] == [f"/dev/nvidia{n}" for n in range(len(e["files"]))]  # type: ignore[arg-type]
-        else:  # SLURM sets no variable for a count, and the line above says so
+        else:  # SLURM sets no variable for a count or another name, and the line above says so
             assert e["flags"] is None
-            assert lines[line - 1].startswith("# a count: SLURM sets no "), lines[line - 1]
+            assert "SLURM sets no " in lines[line - 1], lines[line - 1]
+    assert_slurmd_starts(text)
 
 
 def test_amd_and_intel_gpus_are_counts_that_say_slurm_sets_no_variable() -> None:
@@ -232,7 +234,8 @@ def test_amd_and_intel_gpus_are_counts_that_say_slurm_sets_no_variable() -> None
     assert amd == [
         "# slurm.conf: GresTypes=gpu",
         "# slurm.conf: Gres=gpu:amd-instinct-mi300x-oam:8",
-        "# a count: SLURM sets no ROCR_VISIBLE_DEVICES for jobs; a TaskProlog can (accelkit env)",
+        "# a count: SLURM sets no ROCR_VISIBLE_DEVICES for jobs; the TaskProlog recipe can "
+        "(accelkit env --format taskprolog)",
         "Name=gpu Type=amd-instinct-mi300x-oam Count=8",
     ]
     intel = to_gres(detect_node(load_snapshot(SNAPSHOTS / "intel-max1550-4gpu")))
@@ -255,6 +258,146 @@ def test_gres_binds_files_only_where_every_id_names_one() -> None:
     ]
     assert "Count=1" in to_gres(Node(devices=mig, policies={"nvidia": policy}))
     assert to_gres(Node()).startswith("#")
+
+
+def assert_slurmd_starts(text: str) -> None:
+    """What slurmd checks of the records of one name before it starts (src/interfaces/gres.c,
+    ``_foreach_slurm_conf``): fatal "some records have "File" specification while others do
+    not", the same for "Type=", and "duplicate records" for several with neither."""
+    by_name: dict[object, list[dict[str, object]]] = {}
+    for entry in read_gres_conf(text):
+        by_name.setdefault(entry["name"], []).append(entry)
+    for name, entries in by_name.items():
+        assert len({e["files"] is None for e in entries}) == 1, f"{name}: File= mixed: {text}"
+        assert len({e["type"] is None for e in entries}) == 1, f"{name}: Type= mixed: {text}"
+        untyped_counts = [e for e in entries if e["files"] is None and e["type"] is None]
+        assert len(untyped_counts) < 2 or len(entries) == 1, f"{name}: duplicate records"
+
+
+NVIDIA_BY_ID = FamilyPolicy(
+    "nvidia", "GPU", visible_devices_env_var="CUDA_VISIBLE_DEVICES", device_file="/dev/nvidia{id}"
+)
+NVIDIA_BY_MINOR = FamilyPolicy(
+    "nvidia",
+    "GPU",
+    visible_devices_env_var="CUDA_VISIBLE_DEVICES",
+    device_file="/dev/nvidia{minor}",
+)
+AMD = FamilyPolicy("amd", "GPU", visible_devices_env_var="ROCR_VISIBLE_DEVICES")
+RBLN = FamilyPolicy(
+    "rbln", "RBLN", visible_devices_env_var="RBLN_DEVICES", device_file="/dev/rbln{id}"
+)
+
+
+def binds_files(text: str) -> bool:
+    return any(entry["files"] is not None for entry in read_gres_conf(text))
+
+
+def gres_via_cli(*argv: str, **env: str) -> str:
+    return subprocess.run(
+        [sys.executable, "-m", "accelkit.cli", "resources", "--format", "gres", *argv],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **env},
+    ).stdout
+
+
+def test_gres_binds_each_gpu_to_its_device_minor_from_the_snapshot() -> None:
+    """The recorded node's GPU 0 (bus 18) is /dev/nvidia4 and GPU 4 (bus 9a) /dev/nvidia0
+    (its /proc/driver/nvidia/gpus/*/information): leaving GPU 0 out leaves /dev/nvidia4 out."""
+    host = str(SNAPSHOTS / "nvidia-h100-8gpu")
+    node = detect_node(load_snapshot(host))
+    assert [d.minor for d in node.devices] == [4, 5, 6, 7, 0, 1, 2, 3]
+    assert Node.from_dict(node.to_dict()).devices == node.devices
+    text = gres_via_cli("--host", host, ACCELKIT_EXCLUDE_DEVICES="nvidia:0")
+    assert "Name=gpu Type=h100 File=/dev/nvidia[0-3,5-7] Flags=nvidia_gpu_env" in text
+
+
+def test_gres_takes_nvml_minors_and_guesses_none_it_was_not_given() -> None:
+    from accelkit import FakeHost
+    from accelkit.testing.fakes.nvidia import fake_gpus, fake_pynvml
+    from accelkit_plugins.nvidia.testing import NVIDIA_SMI_ARGV, nvidia_smi_output
+
+    gpus = fake_gpus(3)  # minors 4, 5, 6
+    by_nvml = detect_node(FakeHost(modules={"pynvml": fake_pynvml(gpus)}))
+    assert "File=/dev/nvidia[4-6]" in to_gres(by_nvml)
+    smi = {NVIDIA_SMI_ARGV: (0, nvidia_smi_output(gpus))}  # and no driver files: no minor
+    lines = to_gres(detect_node(FakeHost(commands=smi))).splitlines()
+    assert lines[-1] == "Name=gpu Type=h100 Count=3"
+    mig = Device("MIG-abc", 0, "nvidia", "GPU", "A100-1g.5gb", parent="0", minor=4)
+    assert "Count=1" in to_gres(Node(devices=[mig], policies={"nvidia": NVIDIA_BY_MINOR}))
+
+
+@pytest.mark.parametrize("source", ["override", "env"])
+def test_devices_made_by_configuration_bind_no_file(source: str) -> None:
+    gpus = [Device(str(n), n, "nvidia", "GPU", source=source, minor=n) for n in (0, 1)]
+    cards = [Device(str(n), n, "rbln", "RBLN", source=source) for n in (0, 1)]
+    for policy in (NVIDIA_BY_ID, NVIDIA_BY_MINOR):
+        assert not binds_files(to_gres(Node(devices=gpus, policies={"nvidia": policy})))
+    assert not binds_files(to_gres(Node(devices=cards, policies={"rbln": RBLN})))
+
+
+def test_an_override_on_a_machine_without_gpus_binds_no_file() -> None:
+    text = gres_via_cli(ACCELKIT_OVERRIDE_RESOURCES='{"GPU": 2}')
+    assert not binds_files(text) and "Name=gpu Count=2" in text
+
+
+MIXED = {
+    "a MIG GPU beside whole GPUs": (
+        [
+            Device("MIG-aaaa", 0, "nvidia", "GPU", "A100-3g.40gb", parent="0"),
+            Device("MIG-bbbb", 1, "nvidia", "GPU", "A100-3g.40gb", parent="0"),
+            *(Device(str(n), n, "nvidia", "GPU", "A100") for n in (1, 2, 3)),
+        ],
+        ["Name=gpu Type=a100-3g.40gb Count=2", "Name=gpu Type=a100 Count=3"],
+    ),
+    "NVIDIA beside AMD": (
+        [
+            *(Device(str(n), n, "nvidia", "GPU", "A10") for n in (0, 1)),
+            *(Device(str(n), n, "amd", "GPU", "AMD-Instinct-MI210") for n in (0, 1)),
+        ],
+        ["Name=gpu Type=a10 Count=2", "Name=gpu Type=amd-instinct-mi210 Count=2"],
+    ),
+    "typed beside untyped": (
+        [Device("0", 0, "nvidia", "GPU", "A10"), Device("0", 0, "amd", "GPU", None)],
+        ["Name=gpu Type=a10 Count=1", "Name=gpu Type=amd Count=1"],
+    ),
+    "two untyped families": (
+        [Device("0", 0, "nvidia", "GPU"), Device("0", 0, "amd", "GPU")],
+        ["Name=gpu Type=nvidia Count=1", "Name=gpu Type=amd Count=1"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", MIXED)
+def test_the_records_of_one_name_agree_and_a_comment_says_why(case: str) -> None:
+    devices, records = MIXED[case]
+    text = to_gres(Node(devices=devices, policies={"nvidia": NVIDIA_BY_ID, "amd": AMD}))
+    assert_slurmd_starts(text)
+    assert [line for line in text.splitlines() if line.startswith("Name=")] == records
+    assert any(line.startswith("# gpu: ") and "slurmd stops" in line for line in text.splitlines())
+    totals = read_slurm_conf_gres(slurm_conf_line(text, "Gres"))
+    assert sum(totals.values()) == len(devices) and None not in {t for _, t in totals}
+
+
+def test_an_override_beyond_the_gpus_makes_every_gpu_record_a_count() -> None:
+    host = str(SNAPSHOTS / "nvidia-h100-8gpu")
+    text = gres_via_cli("--host", host, ACCELKIT_OVERRIDE_RESOURCES='{"GPU": 10}')
+    assert_slurmd_starts(text)
+    assert not binds_files(text)
+    assert read_slurm_conf_gres(slurm_conf_line(text, "Gres")) == {
+        ("gpu", "h100"): 8,
+        ("gpu", "nvidia"): 2,
+    }
+
+
+def test_files_of_another_name_say_slurm_sets_no_variable_for_them() -> None:
+    cards = [Device(str(n), n, "rbln", "RBLN", "RBLN-CA12", source="devfs") for n in range(4)]
+    lines = to_gres(Node(devices=cards, policies={"rbln": RBLN})).splitlines()
+    assert lines[-1] == "Name=rbln Type=rbln-ca12 File=/dev/rbln[0-3]"
+    assert "SLURM sets no RBLN_DEVICES for jobs" in lines[-2]
+    assert "accelkit env --format taskprolog" in lines[-2]
 
 
 @given(st.sets(st.integers(0, 300), min_size=2))

@@ -21,7 +21,7 @@ from accelkit.manager import (
     Frameworks,
     Scheduling,
 )
-from accelkit.policy import PLACEMENTS, FamilyPolicy
+from accelkit.policy import PLACEMENTS, FamilyPolicy, file_number_field
 
 __all__ = [
     "VERSION_1_ATTRIBUTES",
@@ -138,10 +138,10 @@ def _scheduling_errors(cls: str, scheduling: object) -> list[str]:
             f"got {per_grant!r}"
         )
     device_file = scheduling.device_file
-    if device_file is not None and (not isinstance(device_file, str) or "{id}" not in device_file):
+    if device_file is not None and file_number_field(device_file) is None:
         errors.append(
-            f"{cls}.scheduling.device_file must be None or a path with {{id}} in it, got "
-            f"{device_file!r}"
+            f"{cls}.scheduling.device_file must be None or a path with {{id}} or {{minor}} in "
+            f"it, got {device_file!r}"
         )
     return errors
 

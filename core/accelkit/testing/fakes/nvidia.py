@@ -157,6 +157,10 @@ def fake_pynvml(gpus: Sequence[FakeGpu], *, text_as_bytes: bool = False) -> Modu
         ready()
         return h[0].compute_mode
 
+    def minor_number(h: tuple[FakeGpu, Optional[FakeMig]]) -> int:
+        ready()
+        return h[0].minor
+
     def max_migs(h: tuple[FakeGpu, Optional[FakeMig]]) -> int:
         ready()
         return h[0].mig_slots if h[0].migs is not None else 0
@@ -190,6 +194,7 @@ def fake_pynvml(gpus: Sequence[FakeGpu], *, text_as_bytes: bool = False) -> Modu
         nvmlDeviceGetPciInfo=lambda h: SimpleNamespace(busId=text("0000" + h[0].bus_id.upper())),
         nvmlDeviceGetMigMode=mig_mode,
         nvmlDeviceGetComputeMode=compute_mode,
+        nvmlDeviceGetMinorNumber=minor_number,
         nvmlDeviceGetMaxMigDeviceCount=max_migs,
         nvmlDeviceGetMigDeviceHandleByIndex=mig_handle,
     )

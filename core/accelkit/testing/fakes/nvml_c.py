@@ -128,6 +128,7 @@ class EmulatedNvml:
             "nvmlDeviceGetPciInfo_v3": query(self.pci_info),
             "nvmlDeviceGetMigMode": mig_query(self.mig_mode),
             "nvmlDeviceGetComputeMode": query(self.compute_mode),
+            "nvmlDeviceGetMinorNumber": query(self.minor_number),
             "nvmlDeviceGetUtilizationRates": query(self.utilization),
             "nvmlDeviceGetMaxMigDeviceCount": mig_query(self.max_mig_count),
             "nvmlDeviceGetMigDeviceHandleByIndex": mig_query(self.mig_handle),
@@ -264,6 +265,11 @@ class EmulatedNvml:
     def compute_mode(self, part: Part, mode: Any) -> int:
         """nvmlDeviceGetComputeMode(nvmlDevice_t, nvmlComputeMode_t *mode): the GPU's mode."""
         target(mode).value = part.gpu.compute_mode
+        return self.code("NVML_SUCCESS")
+
+    def minor_number(self, part: Part, minor: Any) -> int:
+        """nvmlDeviceGetMinorNumber(nvmlDevice_t, unsigned int *minor): the /dev/nvidia<minor>."""
+        target(minor).value = part.gpu.minor
         return self.code("NVML_SUCCESS")
 
     def utilization(self, part: Part, rates: Any) -> int:
