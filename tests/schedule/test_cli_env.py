@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 from accelkit.cli import main
-from accelkit.cli._env import parse_request, shell_lines
+from accelkit.cli._env import parse_request, shell_lines, taskprolog_lines
+
+NODES = Path(__file__).resolve().parents[2] / "examples" / "nodes"
 
 
 @pytest.fixture
@@ -217,3 +219,61 @@ def test_a_resource_given_twice_is_an_error(
     )
     assert code == 2 and out == "false\n"  # so that an eval of the output fails too
     assert "GPU is requested twice" in err
+
+
+def slurm_task_env(output: str, env: dict[str, str]) -> dict[str, str]:
+    """``env`` as a task gets it after a TaskProlog printed ``output``, read as slurmstepd reads
+    it (src/slurmd/slurmstepd/task.c, ``_proc_stdout``):
+
+        } else if (!xstrncmp(buf_ptr, "export ",7)) {
+            name_ptr = buf_ptr + 7;
+            while (isspace(name_ptr[0])) name_ptr++;
+            equal_ptr = strchr(name_ptr, '=');
+            ...
+            val_ptr = equal_ptr + 1;
+            while (isspace(equal_ptr[-1])) equal_ptr--;
+            ...
+            if (setenvf(env, name_ptr, "%s", val_ptr)) {
+        } else if (!xstrncmp(buf_ptr, "unset ", 6)) {
+            ... unsetenvp(*env, name_ptr);
+
+    The value is the rest of the line, verbatim: nothing unquotes it."""
+    task = dict(env)
+    for line in output.split("\n"):
+        if line.startswith("export "):
+            name, equal, value = line[7:].lstrip().partition("=")
+            if equal:
+                task[name.rstrip()] = value
+        elif line.startswith("unset "):
+            task.pop(line[6:].strip(), None)
+    return task
+
+
+@pytest.mark.parametrize(
+    ("node", "request_"),
+    [
+        ("intel-max1550-4gpu", "GPU=0"),
+        ("amd-mi300x-8gpu", "GPU=0"),
+        ("mixed-nvidia-ascend", "NPU=1"),
+    ],
+)
+def test_taskprolog_lines_give_the_task_the_grants_values(
+    capsys: pytest.CaptureFixture[str], node: str, request_: str
+) -> None:
+    argv = ["-r", request_, "--hide-others", "--host", str(NODES / node)]
+    wanted = json.loads(run(capsys, *argv, "--json")[1])["env"]
+    assert "" in wanted.values() or any(";" in str(v) for v in wanted.values())  # quoted by shell
+    code, out, _ = run(capsys, *argv, "--format", "taskprolog")
+    assert code == 0
+    task = slurm_task_env(out, {name: "stale" for name in wanted})
+    assert task == {name: value for name, value in wanted.items() if value is not None}
+
+
+def test_taskprolog_lines_refuse_a_value_with_a_newline() -> None:
+    assert taskprolog_lines({"A": "x y", "B": None, "C": "", "D": "!a;b"}) == (
+        "export A=x y\nunset B\nexport C=\nexport D=!a;b\n"
+    )
+    with pytest.raises(ValueError, match="newline"):
+        taskprolog_lines({"A": "0\nexport B=1"})
+    with pytest.raises(ValueError, match="shell variables"):
+        taskprolog_lines({"A B": "0"})

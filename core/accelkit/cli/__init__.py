@@ -216,10 +216,16 @@ def _failure_line(words: Sequence[str]) -> str:
     """The verb's ``FAILURE_LINE`` (with a newline), or nothing; the verb is the first word
     that is not an option (the top-level parser takes no option with a value)."""
     verb = _verb(words)
-    if verb is None or "--json" in words:  # JSON output is never followed by it
+    if verb is None or _asks_json(words):  # JSON output is never followed by it
         return ""
     line = getattr(_verb_module(verb), "FAILURE_LINE", None)
     return f"{line}\n" if line else ""
+
+
+def _asks_json(words: Sequence[str]) -> bool:
+    """Whether a command line asks for JSON: ``--json``, ``--format json`` or ``--format=json``."""
+    pairs = zip(words, [*words[1:], ""])
+    return "--json" in words or "--format=json" in words or ("--format", "json") in pairs
 
 
 def _verb(words: Sequence[str]) -> Optional[str]:

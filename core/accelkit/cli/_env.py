@@ -1,9 +1,11 @@
-"""``accelkit env``: the environment of one grant, as shell lines or JSON.
+"""``accelkit env``: the environment of one grant, as shell lines, TaskProlog lines or JSON.
 
 ``eval "$(accelkit env -r GPU=1)"`` makes this shell see one GPU of this node, exactly as a
-scheduler's worker holding that grant would. On any failure the verb prints ``false`` on stdout
-besides the error on stderr (with ``--json``, nothing, as every ``--json`` verb), so the ``eval``
-fails too; in a script, write
+scheduler's worker holding that grant would. ``--format taskprolog`` prints the lines SLURM's
+TaskProlog output is read as: the same ``export``/``unset`` words, each value verbatim (SLURM
+does not unquote, so the shell format's quotes would reach the task). On any failure the verb
+prints ``false`` on stdout besides the error on stderr (with ``--json``, nothing, as every
+``--json`` verb), so the ``eval`` fails too; in a script, write
 ``out=$(accelkit env -r GPU=1) && eval "$out"``, which also stops when accelkit cannot run.
 
 The verb takes nothing from the node's ledger: it answers as on an idle node. When the ledger
@@ -47,6 +49,9 @@ FAILURE_LINE = "false"
 TYPE_OPTION = "accelerator_type"
 """``-r accelerator_type=H100`` asks for a type, like ``acquire(..., accelerator_type="H100")``."""
 
+FORMATS = ("shell", "taskprolog", "json")
+"""What the verb prints: ``eval``-able shell lines, SLURM TaskProlog lines, or JSON."""
+
 _SHELL_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 
 
@@ -63,7 +68,8 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
             "environment as shell lines: "
             "`export VAR=value`, and `unset VAR` for variables that must not be set. Use "
             'eval "$(accelkit env -r GPU=1)" to apply it to this shell; in scripts, '
-            'out=$(accelkit env -r GPU=1) && eval "$out".'
+            'out=$(accelkit env -r GPU=1) && eval "$out". In a SLURM TaskProlog, print '
+            "--format taskprolog: the same lines with values unquoted, as SLURM reads them."
         ),
         epilog=(
             "Exit status: 0 on success; 1 when the request does not fit; 2 when it is malformed "
@@ -80,7 +86,17 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         help="leave out plugins' advisory variables (e.g. framework memory fractions)",
     )
     parser.add_argument(
-        "--json", action="store_true", help="print the grant, its ids and its env as JSON"
+        "--format",
+        choices=FORMATS,
+        default="shell",
+        help=(
+            "shell (default): lines for eval, values shell-quoted; taskprolog: lines for a SLURM "
+            "TaskProlog's output, values verbatim (SLURM does not unquote them); json: the "
+            "grant, its ids and its env"
+        ),
+    )
+    parser.add_argument(
+        "--json", action="store_const", dest="format", const="json", help="--format json"
     )
     add_ledger_option(parser)
     parser.set_defaults(run=run)
@@ -106,8 +122,10 @@ def run(args: argparse.Namespace) -> int:
     left = left_alone(grant.families)
     if left:
         print(f"accelkit env: {left_alone_text(left, 'this shell')}", file=sys.stderr)
-    if args.json:
+    if args.format == "json":
         print_json({"grant": grant.to_dict(), "ids": grant.ids, "env": env})
+    elif args.format == "taskprolog":
+        sys.stdout.write(taskprolog_lines(env))
     else:
         sys.stdout.write(shell_lines(env))
     return EXIT_OK
@@ -175,10 +193,37 @@ def shell_lines(env: dict[str, Optional[str]]) -> str:
     A name that is not a shell variable name raises ``ValueError`` rather than printing a line
     that ``eval`` would run as something else.
     """
-    bad = [name for name in env if not re.fullmatch(_SHELL_NAME, name)]
-    if bad:
-        raise ValueError(f"cannot print {bad!r} as shell variables; use --json")
+    _check_names(env)
     return "".join(
         f"unset {name}\n" if value is None else f"export {name}={shlex.quote(value)}\n"
         for name, value in env.items()
     )
+
+
+def taskprolog_lines(env: dict[str, Optional[str]]) -> str:
+    """``export VAR=value`` and ``unset VAR`` lines as SLURM reads a TaskProlog's output.
+
+    slurmstepd (``task.c``, ``_proc_stdout``) sets the variable to the rest of the line after
+    ``=``, verbatim: a shell-quoted ``''`` would reach the task as two quote characters. So the
+    value is written as it is, and one holding a newline (which would end it early and make its
+    rest a line of its own) raises ``ValueError``, as a name that is not a variable name does.
+    """
+    _check_names(env)
+    split = [name for name, value in env.items() if value is not None and "\n" in value]
+    if split:
+        raise ValueError(
+            f"cannot print {split!r} as TaskProlog lines: a value holds a newline, which SLURM "
+            "reads as the end of the value; use --json"
+        )
+    return "".join(
+        f"unset {name}\n" if value is None else f"export {name}={value}\n"
+        for name, value in env.items()
+    )
+
+
+def _check_names(env: Mapping[str, Optional[str]]) -> None:
+    """``ValueError`` for a name that is not a shell variable name, rather than a line that
+    ``eval`` or SLURM would read as something else."""
+    bad = [name for name in env if not re.fullmatch(_SHELL_NAME, name)]
+    if bad:
+        raise ValueError(f"cannot print {bad!r} as shell variables; use --json")
