@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -20,6 +21,8 @@ pytestmark = pytest.mark.engine
 pytest.importorskip("ray")
 
 SESSION = Path(__file__).with_name("ray_session.py")
+MUSA_SESSION = Path(__file__).with_name("ray_musa_session.py")
+MUSA_NODE = Path(__file__).resolve().parents[2] / "contrib/mthreads/nodes/mthreads-s4000-8"
 
 
 def loopback_namespace() -> list[str]:
@@ -33,27 +36,40 @@ def loopback_namespace() -> list[str]:
     return ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
 
 
-def test_ray_tasks_of_an_unknown_family_each_see_their_own_card(tmp_path: Path) -> None:
+def run_session(script: Path, argument: Path, env: dict[str, str]) -> dict[str, Any]:
+    """Run a session script on a throwaway Ray node in a loopback-only namespace, with ``env``
+    added to this environment; what it printed last, as JSON."""
     # Ray's socket paths must stay under 108 bytes: a short session directory of its own.
     with tempfile.TemporaryDirectory(prefix="ray-") as ray_tmp:
-        env = {
+        environment = {
             **os.environ,
             "RAY_USAGE_STATS_ENABLED": "0",
             "RAY_AUTH_MODE": "disabled",  # no token written to ~/.ray for a throwaway node
             "RAY_TMPDIR": ray_tmp,
-            "ACCELKIT_OVERRIDE_RESOURCES": '{"GPU": 2, "ACME": 2}',
-            "ACCELKIT_LEDGER": str(tmp_path / "ledger.json"),
+            **env,
         }
-        env.pop("ACME_VISIBLE_DEVICES", None)
+        for watched in ("ACME_VISIBLE_DEVICES", "MUSA_VISIBLE_DEVICES"):  # not built-ins': kept
+            environment.pop(watched, None)  # by tests/conftest.py, so cleared here
         result = subprocess.run(
-            [*loopback_namespace(), sys.executable, str(SESSION), str(tmp_path)],
+            [*loopback_namespace(), sys.executable, str(script), str(argument)],
             capture_output=True,
             text=True,
-            env=env,
+            env=environment,
             timeout=240,
         )
     assert result.returncode == 0, result.stderr[-4000:]
-    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    return cast("dict[str, Any]", json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+def test_ray_tasks_of_an_unknown_family_each_see_their_own_card(tmp_path: Path) -> None:
+    seen = run_session(
+        SESSION,
+        tmp_path,
+        {
+            "ACCELKIT_OVERRIDE_RESOURCES": '{"GPU": 2, "ACME": 2}',
+            "ACCELKIT_LEDGER": str(tmp_path / "ledger.json"),
+        },
+    )
     # The cards are a custom resource and the GPUs Ray's own; whatever else this machine has
     # (``accelerator_type:H100``, a Gaudi's ``HPU``) is its own business: none on CI.
     resources = json.loads(seen["cluster_resources"])
@@ -72,21 +88,49 @@ def test_ray_tasks_of_an_unknown_family_each_see_their_own_card(tmp_path: Path) 
         [("0", "0"), ("1", "1")],
         [("0", "1"), ("1", "0")],
     )
+    # A license, a node pin, and a type pin of Ray's GPU are Ray's alone: beside a card, the
+    # task gets its card; alone, no grant.
+    for name in ("license", "gpu_type"):
+        assert seen["beside_rays_own"][name]["acme"] in ("0", "1")
+        assert seen["beside_rays_own"][name]["held"] == 1
+    assert seen["beside_rays_own"]["license_alone"] == {"acme": None, "held": 0}
+    # `.options(resources=...)` is what Ray reserves, and what the ledger grants: two cards.
+    assert seen["options_task"] == {"acme": "0,1", "held": 1}
+    assert seen["options_actor"] == "0,1"
+    # A generator task streams, and holds its card until it is exhausted.
+    assert len(seen["streamed"]) == 2
+    assert seen["streamed"][0] == seen["streamed"][1]
+    assert seen["streamed"][0]["acme"] in ("0", "1")
+    assert seen["streamed"][0]["held"] == 1
+    assert seen["held_after_stream"] == 0
 
 
-def test_families_ray_knows_stay_rays_and_the_others_go_to_the_ledger() -> None:
-    from accelkit.integrations.ray import split_request
-
-    assert split_request({"GPU": 1, "ACME": 2, "accelerator_type:ACME-Rocket-X1": 0.001}) == (
-        {"num_gpus": 1, "resources": {"ACME": 2, "accelerator_type:ACME-Rocket-X1": 0.001}},
-        {"ACME": 2},
-        "ACME-Rocket-X1",
+def test_ray_gpus_of_a_family_ray_does_not_narrow_get_rays_ids_in_their_own_variable(
+    tmp_path: Path,
+) -> None:
+    """Moore Threads GPUs are Ray's ``GPU``, but Ray writes only ``CUDA_VISIBLE_DEVICES``: each
+    task still sees only the GPU Ray assigned it, through ``MUSA_VISIBLE_DEVICES``."""
+    pytest.importorskip("accelkit_mthreads")
+    snapshot = json.loads((MUSA_NODE / "snapshot.json").read_text())
+    answer = tmp_path / "mthreads-gmi.json"
+    answer.write_text(snapshot["commands"][0]["stdout"])
+    tool = tmp_path / "bin" / "mthreads-gmi"
+    tool.parent.mkdir()
+    tool.write_text(f"#!/bin/sh\nexec cat {answer}\n")
+    tool.chmod(0o755)
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    seen = run_session(
+        MUSA_SESSION,
+        barrier,
+        {
+            "PATH": f"{tool.parent}{os.pathsep}{os.environ['PATH']}",
+            # Only the recorded node's GPUs: none of this machine's own.
+            "ACCELKIT_DISABLE_PLUGINS": "nvidia,amd,intel,metax",
+            "ACCELKIT_LEDGER": str(tmp_path / "ledger.json"),
+        },
     )
-    # Ray picks the ids of its own families: nothing for the ledger, the type stays Ray's.
-    assert split_request({"neuron_cores": 2, "accelerator_type:aws-neuron-core": 0.001}) == (
-        {"resources": {"neuron_cores": 2, "accelerator_type:aws-neuron-core": 0.001}},
-        {},
-        None,
-    )
-    with pytest.raises(ValueError, match="one accelerator type per request"):
-        split_request({"ACME": 1, "accelerator_type:a": 0.001, "accelerator_type:b": 0.001})
+    assert seen["to_ray"][0] == "--num-gpus=8"
+    assert sorted(task["musa"] for task in seen["tasks"]) == ["0", "1"]
+    for task in seen["tasks"]:
+        assert task["ray"] == [task["musa"]]

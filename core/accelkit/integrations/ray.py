@@ -1,31 +1,47 @@
 """Ray tasks and actors for any accelkit family, third-party ones included, with no Ray change.
 
-Ray assigns device ids only for the families it knows (``ray._private.accelerators``). For the
-others, :func:`remote` lets Ray count the family's resource as a custom resource (offered by
-``ray start $(accelkit resources --format ray)``) and, inside the worker process, takes the ids
-from the node's :class:`~accelkit.ledger.Ledger` (the one ``accelkit run`` and the pool use),
-sets the family's environment before the user's code runs, and gives the grant back at the end.
+Ray reserves resources and assigns device ids only for the resources its accelerator managers
+know (``ray._private.accelerators``: ``GPU``, ``TPU``, ``neuron_cores``, ...). :func:`remote`
+wraps a function or class so that, inside the worker process and before the user's code runs,
+whatever Ray reserved for that worker becomes visible, from Ray's own accounting of it
+(``get_assigned_resources``, so ``.options()``, actors and placement groups are read as Ray
+placed them):
+
+- **Ids Ray assigned** (``GPU`` and the other resources it knows) stay Ray's. Ray writes them
+  into its manager's variable (``CUDA_VISIBLE_DEVICES``, ``HIP_VISIBLE_DEVICES``, ...); a family
+  of the node that does not read that variable (Moore Threads' ``MUSA_VISIBLE_DEVICES``) gets
+  the same ids written into its own (:func:`ray_ids_env`). Ray is the only one counting them,
+  so no device is handed out twice, by the bridge or by a plain ``ray.remote`` task beside it.
+- **Resources of the node's other accelkit families** (``MLU``, ``ACME``) are custom resources
+  to Ray, which counts them but picks no ids: those ids come from the node's
+  :class:`~accelkit.ledger.Ledger` (the one ``accelkit run`` and the pool use), held for the call
+  (:func:`ledger_request`). A type pin applies only to the family that has that type.
+- **Anything else** (``my_license``, ``node:<ip>``) is Ray's alone.
+
 Tasks run one call per worker process (``max_calls=1``), so a framework never keeps a device
-it was given for an earlier call. Resources Ray knows (``GPU``, ``TPU``, ``neuron_cores``, ...)
-stay Ray's: Ray picks their ids and sets their variables, and the ledger does not count them.
+it was given for an earlier call.
 
 The workers find the ledger as every accelkit process does (``$ACCELKIT_LEDGER``, else the
 per-user default) and detect the node themselves (``ACCELKIT_OVERRIDE_RESOURCES`` applies), with
 the visibility variables Ray narrows lifted: a worker of ``{"GPU": 1, "ACME": 1}`` sees one GPU
-through ``CUDA_VISIBLE_DEVICES``, but the ledger is the physical node's, the same one the driver,
-``accelkit run`` and the other workers meet (and an override of ``GPU=8`` is no contradiction
-there).
+through ``CUDA_VISIBLE_DEVICES``, but the node is the one ``accelkit resources --format ray``
+described to ``ray start``, and the ledger is the physical node's, the same one the driver,
+``accelkit run`` and the other workers meet.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import inspect
 import os
-from collections.abc import Mapping
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import ray
 from ray._private.accelerators import (
+    get_accelerator_manager_for_resource,
     get_all_accelerator_managers,
     get_all_accelerator_resource_names,
 )
@@ -33,44 +49,155 @@ from ray._private.accelerators import (
 from accelkit.host import HostView, LocalHost
 from accelkit.ledger._ledger import Ledger
 from accelkit.manager import ACCELERATOR_TYPE_PREFIX
+from accelkit.node._detect import detect_node
+from accelkit.registry import resolve
+from accelkit.registry._contract import variables_read
+from accelkit.schedule._grant import Grant
+from accelkit.schedule._request import FamilyDevices, Inventory
 from accelkit.schedule._worker_env import apply_env
 
 if TYPE_CHECKING:
+    from accelkit.device import Device
     from accelkit.host._base import ProbeEnv, ProbeFunction
+    from accelkit.manager import AcceleratorManager
+    from accelkit.node._record import Node
+    from accelkit.registry import Registry
 
-__all__ = ["remote", "split_request"]
+__all__ = ["ledger_request", "ray_ids_env", "ray_remote_options", "remote"]
 
 GRANT_TIMEOUT = 60.0
 """Seconds a worker waits for the ledger when Ray has already counted the resource for it: a
 grant is then only briefly in the way (a finished call releasing, ``accelkit run`` holding)."""
 
+RAY_ASSIGNS = frozenset(get_all_accelerator_resource_names())
+"""Resources whose ids Ray assigns itself: never the ledger's."""
 
-def split_request(
-    resources: Mapping[str, float],
-) -> tuple[dict[str, Any], dict[str, float], Optional[str]]:
-    """``resources`` as Ray options, the part the ledger grants, and its accelerator type.
+_RAY_ONLY = ("CPU", "memory", "object_store_memory")
+"""Ray's own resources, which no accelkit family provides."""
 
-    ``{"GPU": 1, "ACME": 1, "accelerator_type:X": 0.001}`` -> ``({"num_gpus": 1, "resources":
-    {"ACME": 1, "accelerator_type:X": 0.001}}, {"ACME": 1}, "X")``.
+
+def ray_remote_options(resources: Mapping[str, float]) -> dict[str, Any]:
+    """``resources`` as ``ray.remote`` options: ``GPU`` is ``num_gpus`` (Ray refuses it inside
+    ``resources``), the rest stays in ``resources``.
+
+    ``{"GPU": 1, "MLU": 1}`` -> ``{"num_gpus": 1, "resources": {"MLU": 1}}``.
     """
-    known = get_all_accelerator_resource_names()
-    ray_resources = {name: value for name, value in resources.items() if name != "GPU"}
-    options: dict[str, Any] = {"resources": ray_resources} if ray_resources else {}
+    options: dict[str, Any] = {}
     if "GPU" in resources:
         options["num_gpus"] = resources["GPU"]
-    ledger = {
-        name: value
-        for name, value in resources.items()
-        if name not in known and not name.startswith(ACCELERATOR_TYPE_PREFIX)
+    custom = {name: value for name, value in resources.items() if name != "GPU"}
+    if custom:
+        options["resources"] = custom
+    return options
+
+
+def ledger_request(
+    reserved: Mapping[str, float], node: Node
+) -> tuple[dict[str, float], Optional[str]]:
+    """The part of what Ray ``reserved`` for a worker that ``node``'s ledger grants, and the
+    accelerator type that pins it.
+
+    Only resources an accelkit family of ``node`` provides go to the ledger, and not those Ray
+    assigns ids for itself (:data:`RAY_ASSIGNS`): ``{"GPU": 1, "MLU": 1, "my_license": 1,
+    "accelerator_type:H100": 0.001}`` on a node with MLUs and H100s -> ``({"MLU": 1}, None)``:
+    the H100 pin is Ray's GPU's, the license Ray's alone. A type pins the ledger's part only
+    where one of its families has devices of that type; two such pins are a ``ValueError``.
+    """
+    inventory = Inventory(node)
+    request = {
+        name: amount
+        for name, amount in reserved.items()
+        if name in inventory.families and name not in RAY_ASSIGNS
     }
-    types = [
-        n[len(ACCELERATOR_TYPE_PREFIX) :]
-        for n in resources
-        if n.startswith(ACCELERATOR_TYPE_PREFIX)
+    pins = [
+        name[len(ACCELERATOR_TYPE_PREFIX) :]
+        for name in reserved
+        if name.startswith(ACCELERATOR_TYPE_PREFIX)
     ]
-    if len(types) > 1:
-        raise ValueError(f"one accelerator type per request, not {types}")
-    return options, ledger, types[0] if types and ledger else None
+    ledger_pins = [label for label in pins if any(inventory.constraint(n, label) for n in request)]
+    if len(ledger_pins) > 1:
+        raise ValueError(
+            f"one accelerator type per ledger request, not {ledger_pins} for {request}: the "
+            "node's ledger grants its families' devices of a single type"
+        )
+    return request, ledger_pins[0] if ledger_pins else None
+
+
+def ray_ids_env(
+    node: Node,
+    ray_ids: Mapping[str, Sequence[str]],
+    reserved: Mapping[str, float],
+    ray_variables: Mapping[str, Optional[str]],
+    *,
+    registry: Optional[Registry] = None,
+) -> dict[str, Optional[str]]:
+    """The environment that shows a family of ``node`` the ids Ray assigned for its resource,
+    where the variable Ray wrote does not reach the family.
+
+    ``ray_ids`` are Ray's ids by resource (``{"GPU": ["3"]}``), ``reserved`` the amounts Ray
+    reserved, ``ray_variables`` the variable Ray's manager wrote for each resource. A family
+    that reads that variable (NVIDIA, or AMD reading ``HIP_VISIBLE_DEVICES``) needs nothing
+    more. Another (Moore Threads' ``MUSA_VISIBLE_DEVICES``) gets Ray's ids translated: Ray counts
+    the node's ``--num-gpus`` as ids 0 to N-1, so id k is the family's k-th device in index order,
+    the order ``to_ray`` counted. A resource that several families share on the node is left as
+    Ray set it, with a warning: which family's device an id means is not known.
+    """
+    plugins = resolve(registry)
+    inventory = Inventory(node, registry=plugins)
+    devices: list[tuple[Device, float]] = []
+    resources: dict[str, float] = {}
+    for name, ids in ray_ids.items():
+        families = inventory.families.get(name, [])
+        managers = [plugins.get_manager(f.policy.name) for f in families]
+        if all(_reads(m, ray_variables.get(name)) for m in managers):
+            continue
+        if len(families) > 1:
+            warnings.warn(
+                f"Ray assigned {name} ids {list(ids)} on a node where "
+                f"{', '.join(m.name for m in managers)} share {name}: which family's devices "
+                "they are is unknown, so only Ray's variable is set",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            continue
+        amount = reserved.get(name, float(len(ids)))
+        share = min(1.0, amount / len(ids))
+        devices += [(_nth_device(families[0], name, ray_id), share) for ray_id in ids]
+        resources[name] = amount
+    if not devices:
+        return {}
+    grant = Grant(0, resources, devices, *_grant_context(node, inventory))
+    return grant.env(registry=plugins)
+
+
+def _reads(manager: AcceleratorManager, variable: Optional[str]) -> bool:
+    """Whether the family's runtime reads ``variable`` (so Ray's narrowing reaches it)."""
+    return variable is not None and variable in {
+        manager.visible_devices_env_var,
+        *variables_read(manager),
+    }
+
+
+def _nth_device(family: FamilyDevices, name: str, ray_id: str) -> Device:
+    """The device Ray's id ``ray_id`` counts: the family's device at that position."""
+    if not ray_id.isdigit() or int(ray_id) >= len(family.devices):
+        raise ValueError(
+            f"Ray assigned {name} id {ray_id!r}, which is no position among this node's "
+            f"{family.describe()}: start Ray on this node with `ray start $(accelkit resources "
+            "--format ray)` and without Ray's own visibility variable set"
+        )
+    return family.devices[int(ray_id)]
+
+
+def _grant_context(node: Node, inventory: Inventory) -> tuple[tuple[str, ...], dict[str, int]]:
+    """The node's families and their sizes, as a grant of this node carries them (what tells
+    a family's variable to show all its devices from some)."""
+    families = tuple(dict.fromkeys(d.family for d in node.devices))
+    offered: dict[str, int] = {}
+    for serving in inventory.families.values():
+        for family in serving:
+            offered[family.policy.name] = offered.get(family.policy.name, 0) + len(family.devices)
+    return families, {name: node.detected.get(name) or count for name, count in offered.items()}
 
 
 def remote(
@@ -82,59 +209,105 @@ def remote(
     """``ray.remote`` for a function or class whose ``resources`` may name any accelkit family.
 
     Use as ``remote(f, resources={"ACME": 1})`` or as a decorator ``@remote(resources=...)``.
-    Other keywords are Ray's options. A task takes its grant when it starts and releases it when
-    it returns; an actor takes it in its constructor and holds it for its life (the ledger
-    reclaims it when the actor's process ends).
+    Other keywords are Ray's options, and Ray's ``.options()`` works as with ``ray.remote``:
+    the worker reads what Ray reserved for it. A task makes its devices visible when it starts
+    and gives its ledger grant back when it returns (a generator task: when it is exhausted or
+    closed); an actor does so in its constructor and holds them for its life (the ledger reclaims
+    the grant when the actor's process ends). ``async def`` functions are refused, as Ray
+    refuses them as tasks.
     """
     if function_or_class is None:
         return functools.partial(remote, resources=resources, **ray_options)
-    options, request, accelerator_type = split_request(dict(resources or {}))
-    options.update(ray_options)
-    if not request:
-        return ray.remote(**options)(function_or_class)
+    options = {**ray_remote_options(resources or {}), **ray_options}
     if isinstance(function_or_class, type):
-        return ray.remote(**options)(_actor(function_or_class, request, accelerator_type))
-    options.setdefault("max_calls", 1)
-    return ray.remote(**options)(_task(function_or_class, request, accelerator_type))
+        return ray.remote(**options)(_actor(function_or_class))
+    options.setdefault("max_calls", 1)  # `.options()` cannot change it later
+    return ray.remote(**options)(_task(function_or_class))
 
 
-def _task(
-    function: Callable[..., Any], request: dict[str, float], accelerator_type: Optional[str]
-) -> Callable[..., Any]:
-    """``function`` run with a ledger grant of ``request`` held and its environment applied."""
+def _task(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` run with this worker's devices visible; a generator function stays one, so
+    Ray streams it, and holds the devices until it finishes."""
+    if inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function):
+        raise ValueError(
+            f"{function.__qualname__} is an async def function, which Ray does not run as a "
+            "task: wrap it in a def that calls asyncio.run(...), or make it an actor method"
+        )
+    if inspect.isgeneratorfunction(function):
+
+        @functools.wraps(function)
+        def generate_with_devices(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            with _reserved_devices():
+                yield from function(*args, **kwargs)
+
+        return generate_with_devices
 
     @functools.wraps(function)
-    def with_grant(*args: Any, **kwargs: Any) -> Any:
-        ledger = _node_ledger()
-        grant = _take(ledger, request, accelerator_type)
-        try:
+    def call_with_devices(*args: Any, **kwargs: Any) -> Any:
+        with _reserved_devices():
             return function(*args, **kwargs)
-        finally:
-            ledger.release(grant)
 
-    return with_grant
+    return call_with_devices
 
 
-def _actor(cls: type, request: dict[str, float], accelerator_type: Optional[str]) -> type:
-    """A subclass of ``cls`` whose constructor first takes the grant and applies its env."""
+def _actor(cls: type) -> type:
+    """A subclass of ``cls`` whose constructor first makes the actor's devices visible."""
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        _take(_node_ledger(), request, accelerator_type)
+        _show_reserved()
         cls.__init__(self, *args, **kwargs)  # type: ignore[misc]
 
     return type(cls.__name__, (cls,), {"__init__": __init__, "__module__": cls.__module__})
 
 
-def _node_ledger() -> Ledger:
-    """The node's ledger, seen from this worker as if Ray had not narrowed it.
+@contextlib.contextmanager
+def _reserved_devices() -> Iterator[None]:
+    """This worker's devices visible for the ``with`` block, its ledger grant given back after."""
+    taken = _show_reserved()
+    try:
+        yield
+    finally:
+        if taken is not None:
+            ledger, grant = taken
+            ledger.release(grant)
 
-    Ray sets its families' variables in each worker to that worker's share
-    (``CUDA_VISIBLE_DEVICES=1``). Seen through them, the worker would be a process restricted to
-    that share: an override the operator sized for the whole node would contradict them, and a
-    node the configuration makes up (logical devices) would be a smaller one than the driver's.
-    Without them, every worker meets the ledger the driver and ``accelkit run`` meet.
-    """
-    return Ledger(None, host=_BeforeRay())
+
+def _show_reserved() -> Optional[tuple[Ledger, Grant]]:
+    """Make what Ray reserved for this worker visible in its environment: Ray's ids for the
+    families its variables miss, ledger ids for the node's other families (the grant, returned
+    with its ledger, is this process's until released or until the process ends)."""
+    context = ray.get_runtime_context()
+    reserved = context.get_assigned_resources()
+    ray_ids = {name: ids for name, ids in context.get_accelerator_ids().items() if ids}
+    if not ray_ids and not _may_name_a_family(reserved):
+        return None  # a CPU task: nothing to detect the node for
+    host = _BeforeRay()
+    node = detect_node(host)
+    translated = ray_ids_env(node, ray_ids, reserved, {n: _ray_variable(n) for n in ray_ids})
+    request, accelerator_type = ledger_request(reserved, node)
+    taken = None
+    if request:
+        ledger = Ledger(None, host=host)
+        taken = ledger, _take(ledger, request, accelerator_type)
+    apply_env(translated, os.environ)
+    return taken
+
+
+def _may_name_a_family(reserved: Mapping[str, float]) -> bool:
+    """Whether ``reserved`` has a resource beyond Ray's own, node pins and type pins."""
+    return any(
+        name not in _RAY_ONLY
+        and not name.startswith("node:")
+        and not name.startswith(ACCELERATOR_TYPE_PREFIX)
+        for name in reserved
+    )
+
+
+def _ray_variable(resource: str) -> Optional[str]:
+    """The variable Ray's manager for ``resource`` writes in this worker (which manager serves
+    ``GPU`` Ray decides per node: AMD, Intel, Apple or MetaX where it finds them, else NVIDIA)."""
+    manager = get_accelerator_manager_for_resource(resource)
+    return None if manager is None else manager.get_visible_accelerator_ids_env_var()
 
 
 class _BeforeRay(HostView):
@@ -159,7 +332,7 @@ class _BeforeRay(HostView):
         )
 
 
-def _take(ledger: Ledger, request: dict[str, float], accelerator_type: Optional[str]) -> Any:
+def _take(ledger: Ledger, request: dict[str, float], accelerator_type: Optional[str]) -> Grant:
     """A grant of ``request`` from the node's ledger, its environment applied to this process."""
     grant = ledger.acquire(
         request, wait=True, timeout=GRANT_TIMEOUT, accelerator_type=accelerator_type
