@@ -222,7 +222,10 @@ def test_gres_conf_follows_slurms_grammar_and_counts_every_device(node: Node) ->
         line = next(n for n, t in enumerate(lines) if t.startswith(f"Name={e['name']} "))
         if e["name"] == "gpu" and e["files"]:
             assert e["flags"] == "nvidia_gpu_env"
-            assert e["files"] == [f"/dev/nvidia{n}" for n in range(len(e["files"]))]  # type: ignore[arg-type]
+            # each GPU's own file, in the GPUs' PCI (index) order: SLURM numbers a job's
+            # CUDA_VISIBLE_DEVICES by a file's place in the list
+            gpus = sorted((d for d in node.devices if d.family == "nvidia"), key=lambda d: d.index)
+            assert e["files"] == [f"/dev/nvidia{d.minor}" for d in gpus]
         else:  # SLURM sets no variable for a count or another name, and the line above says so
             assert e["flags"] is None
             assert "SLURM sets no " in lines[line - 1], lines[line - 1]
@@ -311,7 +314,8 @@ def test_gres_binds_each_gpu_to_its_device_minor_from_the_snapshot() -> None:
     assert [d.minor for d in node.devices] == [4, 5, 6, 7, 0, 1, 2, 3]
     assert Node.from_dict(node.to_dict()).devices == node.devices
     text = gres_via_cli("--host", host, ACCELKIT_EXCLUDE_DEVICES="nvidia:0")
-    assert "Name=gpu Type=h100 File=/dev/nvidia[0-3,5-7] Flags=nvidia_gpu_env" in text
+    # in the GPUs' PCI order: SLURM numbers CUDA_VISIBLE_DEVICES by a file's place in the list
+    assert "Name=gpu Type=h100 File=/dev/nvidia[5-7,0-3] Flags=nvidia_gpu_env" in text
 
 
 def test_gres_takes_nvml_minors_and_guesses_none_it_was_not_given() -> None:

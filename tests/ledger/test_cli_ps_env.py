@@ -95,8 +95,8 @@ def test_env_takes_nothing_and_says_when_the_ledger_holds_what_it_names(tmp_path
 
 def test_env_says_when_it_cannot_read_the_ledger_and_still_prints(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.json"
-    ledger.write_text(json.dumps({"version": 2, "boot": boot_id()}))
+    ledger.write_text(json.dumps({"version": 3, "boot": boot_id()}))
     shown = run(ledger, "env", "-r", "GPU=1", "--host", H100)
     assert shown.returncode == 0 and "export CUDA_VISIBLE_DEVICES=0" in shown.stdout
     assert "cannot check the node's ledger" in shown.stderr and "is corrupt" in shown.stderr
-    assert json.loads(ledger.read_text()) == {"version": 2, "boot": boot_id()}  # left as it is
+    assert json.loads(ledger.read_text()) == {"version": 3, "boot": boot_id()}  # left as it is

@@ -30,7 +30,7 @@ def test_acquire_release_and_grants(ledger_path: Path, h100: Node) -> None:
     with pytest.raises(InvalidRequest, match="released already"):
         ledger.release(first)
     data = json.loads(ledger_path.read_text())
-    assert data["version"] == 2
+    assert data["version"] == 3
     assert data["grants"][0]["holder"] == Holder.current().to_dict()
     assert data["grants"][0]["user"] == os.getuid() and data["grants"][0]["parent"] is None
 
@@ -273,7 +273,7 @@ def _mutated(data: dict[str, Any], change: str) -> str:
         ("deep nesting", "nested too deeply"),
         ("holder pid 2**40", r"a holder is .* 0 < N < 2147483648"),
         ("boot is a number", "its boot id is 5, not text"),
-        ("version true", "version True, where this accelkit reads 2"),
+        ("version true", "version True, where this accelkit reads 3"),
         ("grant recorded twice", r"grant token \d+ is recorded twice"),
         ("node without summary", "its node is"),
         ("since NaN", "a time is nan, not a finite number"),
@@ -309,8 +309,8 @@ def test_a_malformed_grant_record_is_reported_as_corrupt(ledger_path: Path, h100
 
 
 def test_a_ledger_from_a_newer_accelkit_is_refused(ledger_path: Path, h100: Node) -> None:
-    ledger_path.write_text(json.dumps({"version": 3, "grants": "whatever"}))
-    with pytest.raises(LedgerError, match="version 3, written by a newer accelkit") as caught:
+    ledger_path.write_text(json.dumps({"version": 4, "grants": "whatever"}))
+    with pytest.raises(LedgerError, match="version 4, written by a newer accelkit") as caught:
         Ledger(ledger_path, h100).grants()
     assert str(ledger_path) in str(caught.value)
 

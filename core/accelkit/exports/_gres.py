@@ -3,17 +3,17 @@
 One line per family and device type: ``Name`` is the resource in lowercase (``gpu``, ``npu``,
 ``neuron_cores``), ``Type`` the type label in lowercase. Where the family declares its devices'
 files (``Scheduling.device_file``) and every device of the line has one, the line binds them
-(``File=/dev/nvidia[0-7]``) and SLURM can tell jobs which devices they got; otherwise it gives a
-``Count``. A device's file is numbered by its id or by its ``minor``, as the family's template
-says (an NVIDIA GPU's minor is not its index: ``/dev/nvidia{minor}``); a partition, a device
-made by an override or a visibility variable, or one whose minor detection did not read has no
-file: SLURM stats every file it is given and stops when one is missing, and its cgroup would
-give a job a file that is another device. SLURM sets a visibility variable only for ``gpu``
-devices bound to their files, of the GPU vendors its ``Flags`` name; for every other line a
-comment above it says so (a TaskProlog sets it: docs/running-at-scale.md). AMD and Intel GPUs
-are counts too: their files are DRM render nodes (``/dev/dri/renderD128``...), which a node
-record does not map to the ids ROCr and Level Zero use (and a Max 1550 is two Level Zero devices
-on one render node).
+(``File=/dev/nvidia[4-7,0-3]``, in the devices' PCI order) and SLURM can tell jobs which devices
+they got; otherwise it gives a ``Count``. A device's file is numbered by its id or by its ``minor``,
+as the family's template says (an NVIDIA GPU's minor is not its index: ``/dev/nvidia{minor}``); a
+partition, a device made by an override or a visibility variable, or one whose minor detection did
+not read has no file: SLURM stats every file it is given and stops when one is missing, and its
+cgroup would give a job a file that is another device. SLURM sets a visibility variable only for
+``gpu`` devices bound to their files, of the GPU vendors its ``Flags`` name; for every other line a
+comment above it says so (a TaskProlog sets it: docs/running-at-scale.md). AMD and Intel GPUs are
+counts too: their files are DRM render nodes (``/dev/dri/renderD128``...), which a node record does
+not map to the ids ROCr and Level Zero use (and a Max 1550 is two Level Zero devices on one render
+node).
 
 slurmd stops at start (``src/interfaces/gres.c``) when the records of one name mix ``File=``
 with ``Count=``, or typed with untyped ones, or hold two with neither: so one name's records
@@ -174,10 +174,15 @@ def _word(text: str) -> str:
 
 
 def _files(template: Optional[str], devices: Sequence[Device]) -> Optional[str]:
-    """``/dev/nvidia[0-3,6]`` for the devices, or None unless each has a file of its own."""
+    """``/dev/nvidia[4-7,0-3]`` for the devices, or None unless each has a file of its own.
+    The files keep the devices' order, their index (the PCI order CUDA numbers them in with
+    ``CUDA_DEVICE_ORDER=PCI_BUS_ID``), not the minors': SLURM numbers a job's
+    ``CUDA_VISIBLE_DEVICES`` by a file's place in the list, and an NVIDIA GPU's minor need not
+    follow its bus order (the recorded H100 node's GPU 0 is ``/dev/nvidia4``)."""
     if template is None:
         return None
-    numbers = sorted(n for n in (_file_number(template, d) for d in devices) if n is not None)
+    ordered = sorted(devices, key=lambda d: (d.index is None, d.index or 0))
+    numbers = [n for n in (_file_number(template, d) for d in ordered) if n is not None]
     if len(numbers) < len(devices):
         return None
     prefix, _, suffix = template.partition(f"{{{file_number_field(template)}}}")
@@ -198,7 +203,8 @@ def _file_number(template: str, device: Device) -> Optional[int]:
 
 
 def _ranges(numbers: Sequence[int]) -> str:
-    """``[0, 1, 2, 5]`` -> ``"0-2,5"``: SLURM's bracket notation."""
+    """``[0, 1, 2, 5]`` -> ``"0-2,5"``, ``[4, 5, 0, 1]`` -> ``"4-5,0-1"``: SLURM's bracket
+    notation, in the given order."""
     spans: list[list[int]] = []
     for n in numbers:
         if spans and n == spans[-1][1] + 1:

@@ -7,9 +7,9 @@ a temporary file that ``os.replace`` then moves over the ledger, so a reader see
 or the new one, never half of one, whenever a writer is killed. The lock is the kernel's: it
 goes with its process, so a holder killed while deciding blocks nobody.
 
-Layout (``"version": 2``)::
+Layout (``"version": 3``)::
 
-    {"version": 2, "boot": "<boot id>", "node": {"fingerprint": "...", "summary": "GPU=8"},
+    {"version": 3, "boot": "<boot id>", "node": {"fingerprint": "...", "summary": "GPU=8"},
      "next_ticket": 3,
      "grants": [{"grant": <Grant.to_dict()>, "holder": {"pid": 41, "start": 9912}, "since": T,
                  "user": 1000, "parent": null, "note": null}],
@@ -19,9 +19,11 @@ Layout (``"version": 2``)::
 ``user`` is the uid that took the grant (``accelkit ps`` shows it: in a group's ledger the pid
 alone does not say whose work it is); ``parent`` is the token of the grant a step was taken
 from (null at the node's level); ``note`` says what the holder is, for ``accelkit ps``, when its
-command line would not. Version 1 files (without these keys) are read as they are, so a node's
-accelkit can be upgraded while grants are live; a version 1 accelkit refuses version 2 with a
-message naming the newer version rather than calling the file corrupt.
+command line would not. A device in a grant may carry its ``minor`` (version 3: an accelkit
+reading version 2 refuses that key as corrupt, so the layout names the newer version instead).
+Version 1 and 2 files are read as they are, so a node's accelkit can be upgraded while grants
+are live; an older accelkit refuses a newer version with a message naming it rather than
+calling the file corrupt.
 
 A file that does not read as this layout is reported, naming the file and what to do; it is never
 reset silently, since a reset would hand out devices that running processes hold.
@@ -53,9 +55,9 @@ __all__ = [
     "Ticket",
 ]
 
-VERSION = 2
+VERSION = 3
 """The layout this accelkit writes."""
-READS = (1, VERSION)
+READS = (1, 2, VERSION)
 """The layouts it reads (an older file as it is); any other is refused with a message."""
 
 _KEYS = ("version", "boot", "node", "next_ticket", "grants", "queue")

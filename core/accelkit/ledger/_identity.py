@@ -21,9 +21,9 @@ same way, against the node detected on the host without the restriction.
 
 The identity (:func:`fingerprint`) covers what the node's devices are, and only that: families
 that have no device on the node, and plain capacity, are left out, so that a process with
-another set of plugins, or one user's override, meets the same ledger. A ledger written before
-this rule recorded every registered family's policy; it is still taken for this node while its
-grants live, when this process's plugins are the writer's (:func:`earlier_identity`).
+another set of plugins, or one user's override, meets the same ledger. (An earlier accelkit's
+identity covered every registered family, and its NVIDIA policy named files by index: a ledger
+it left with live grants is another node's to this one until those grants end.)
 
 A process that runs on a grant finds it in ``ACCELKIT_GRANT`` (``<token>@<ledger>``, written by
 :func:`grant_variable` into the grant's environment), and takes steps of that grant.
@@ -56,7 +56,6 @@ __all__ = [
     "Restriction",
     "allocatable",
     "counterpart",
-    "earlier_identity",
     "enclosing_grant",
     "fingerprint",
     "given_node",
@@ -142,13 +141,6 @@ def fingerprint(node: Node) -> dict[str, str]:
     }
     summary = ", ".join(f"{name}={amount:g}" for name, amount in resources)
     return {"fingerprint": _checksum(facts), "summary": summary or "no devices"}
-
-
-def earlier_identity(recorded: Mapping[str, str], node: Node) -> bool:
-    """Whether a ledger's recorded identity is ``node``'s as accelkit wrote it before families
-    without devices were left out (every family this process's registry has, all the node's
-    resources): a ledger live across that upgrade is still this node's."""
-    return recorded.get("fingerprint") == _earlier_checksum(node)
 
 
 def mismatch(recorded: Mapping[str, str], identity: Mapping[str, str]) -> str:
@@ -288,16 +280,6 @@ def _device_facts(node: Node) -> list[list[object]]:
     return [
         [d.family, d.id, d.resource_name, d.index, d.type_label, d.parent] for d in node.devices
     ]
-
-
-def _earlier_checksum(node: Node) -> str:
-    """The checksum accelkit recorded before families without devices were left out."""
-    facts = {
-        "devices": _device_facts(node),
-        "resources": sorted(node.resources.items()),
-        "families": {name: p.to_dict() for name, p in sorted(node.policies.items())},
-    }
-    return _checksum(facts)
 
 
 def _checksum(facts: Mapping[str, object]) -> str:

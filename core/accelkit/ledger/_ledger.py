@@ -37,7 +37,6 @@ from accelkit.ledger._identity import (
     Restriction,
     allocatable,
     counterpart,
-    earlier_identity,
     enclosing_grant,
     fingerprint,
     given_node,
@@ -254,7 +253,10 @@ class Ledger:
         if not state.grants:
             return []  # nothing to match: no need to detect the node
         node = self.node
-        if state.node is None or not self._serves(state.node, node):
+        if (
+            state.node is None
+            or state.node.get("fingerprint") != self._identity(node)["fingerprint"]
+        ):
             return []
         physical = allocatable(node)
         keys = set()
@@ -382,12 +384,10 @@ class Ledger:
                 state.changed = True
 
     def _check_node(self, state: LedgerState, node: Node) -> None:
-        """Record this node in a new ledger; refuse a ledger whose live grants are another's.
-        An identity of this node as an earlier accelkit wrote it stays while grants live: the
-        processes that hold them may still be of that accelkit."""
+        """Record this node in a new ledger; refuse a ledger whose live grants are another's."""
         recorded = state.node
         if recorded is not None and (state.grants or state.queue):
-            if not self._serves(recorded, node):
+            if recorded.get("fingerprint") != self._identity(node)["fingerprint"]:
                 raise LedgerError(
                     f"the ledger {self._location} holds grants on another node "
                     f"{mismatch(recorded, self._identity(node))}. Give work on this node its "
@@ -404,12 +404,6 @@ class Ledger:
         if self._fingerprint is None:
             self._fingerprint = fingerprint(node)
         return self._fingerprint
-
-    def _serves(self, recorded: dict[str, str], node: Node) -> bool:
-        """Whether a ledger's recorded identity is this node's (or was, to an earlier accelkit)."""
-        if recorded.get("fingerprint") == self._identity(node)["fingerprint"]:
-            return True
-        return earlier_identity(recorded, node)
 
     def _in_step(self, state: LedgerState) -> Allocator:
         """This process's allocator, holding exactly the grants the ledger records."""
