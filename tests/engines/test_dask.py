@@ -556,3 +556,13 @@ def test_every_resource_a_node_serves_is_one_that_can_give_the_share() -> None:
     node = Node.from_dict(merged)
     assert served_resources(node, None, 0.5) == ["GPU"]
     assert served_resources(node, None, 1) == ["GPU", "neuron_cores"]
+
+
+def test_a_worker_name_clash_compares_whole_names() -> None:
+    # host "w" of pid 1 (a container's entrypoint) names its workers w-1-GPU-0...; host "w-1"
+    # of pid 4242 names them w-1-4242-GPU-0...: no clash
+    from accelkit.cli._dask_worker import _check_names_free
+
+    _check_names_free("tcp://s:8786", "w-1-", ["GPU"], ["w-1-4242-GPU-0", "w-1-GPU-x"])
+    with pytest.raises(ValueError, match="already has workers named w-1-GPU-3"):
+        _check_names_free("tcp://s:8786", "w-1-", ["GPU"], ["w-1-GPU-3"])

@@ -136,3 +136,39 @@ def test_async_functions_are_refused_as_ray_refuses_them() -> None:
     for function in (infer, stream):
         with pytest.raises(ValueError, match="async def"):
             remote(function, resources={"ACME": 1})
+
+
+def test_only_tasks_that_reserve_devices_give_up_ray_worker_reuse() -> None:
+    # a fresh worker process per call costs about half a second: CPU tasks keep Ray's reuse
+    from accelkit.integrations.ray import remote
+
+    def work() -> int:
+        return 1
+
+    def options(wrapped: object) -> dict[str, object]:
+        return dict(wrapped._default_options)  # type: ignore[attr-defined]
+
+    assert "max_calls" not in options(remote(work))
+    assert "max_calls" not in options(remote(work, num_cpus=2))
+    assert options(remote(work, resources={"GPU": 1}))["max_calls"] == 1
+    assert options(remote(work, resources={"ACME": 1}))["max_calls"] == 1
+    assert options(remote(work, resources={"ACME": 1}, max_calls=3))["max_calls"] == 3
+
+
+def test_a_class_without_options_becomes_an_actor_class() -> None:
+    # ray.remote() with no arguments is refused: a class with no options is wrapped bare
+    from accelkit.integrations.ray import remote
+
+    class Counter:
+        pass
+
+    assert type(remote(Counter)).__name__ == "ActorClass(Counter)"
+
+
+def test_a_reserved_family_its_worker_did_not_detect_stops_the_call() -> None:
+    # Ray counted an ACME card for the call; without a device here the call would see every one
+    from accelkit.integrations.ray import _check_detected
+
+    with pytest.raises(RuntimeError, match=r"Ray reserved ACME \(acme\) for this call"):
+        _check_detected({"CPU": 1, "ACME": 1}, Node())
+    _check_detected({"CPU": 1, "my_license": 1}, Node())  # Ray's alone: nothing to find

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import socket
 import sys
 from collections.abc import Collection
@@ -96,9 +97,10 @@ def run(args: argparse.Namespace) -> int:
     if not ledger.node.devices:
         _say("this node has no accelerators to serve")
         return EXIT_OK
-    served_resources(ledger.node, args.resource, args.per_worker)
+    served = served_resources(ledger.node, args.resource, args.per_worker)
     prefix = worker_prefix()
-    _check_names_free(args.scheduler_address, prefix, check_scheduler(args.scheduler_address))
+    taken = check_scheduler(args.scheduler_address)
+    _check_names_free(args.scheduler_address, prefix, served, taken)
     slots = worker_slots(ledger, args.resource, args.per_worker, prefix=prefix)
     if not slots:
         _say(f"nothing to serve: {_holders(ledger)}; `accelkit ps` lists them")
@@ -127,11 +129,15 @@ def worker_prefix() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-"
 
 
-def _check_names_free(address: str, prefix: str, taken: Collection[object]) -> None:
-    """``ValueError`` when the scheduler has workers whose names start with ``prefix``: ours
-    would be refused as duplicates (a former process of this pid that the scheduler still
-    lists, or a host of the same name)."""
-    clashes = sorted(str(name) for name in taken if str(name).startswith(prefix))
+def _check_names_free(
+    address: str, prefix: str, served: Collection[str], taken: Collection[object]
+) -> None:
+    """``ValueError`` when the scheduler has a worker named as ours would be
+    (``<prefix><resource>-<n>``, a resource we serve): ours would be refused as duplicates (a
+    former process of this pid that the scheduler still lists, or a host of the same name).
+    Whole names are compared: host ``w`` of pid 1 is not host ``w-1``'s process 4242."""
+    ours = re.compile(f"{re.escape(prefix)}(?:{'|'.join(map(re.escape, served))})-[0-9]+")
+    clashes = sorted(str(name) for name in taken if ours.fullmatch(str(name)))
     if clashes:
         raise ValueError(
             f"the scheduler at {address} already has workers named {', '.join(clashes)}, as this "

@@ -18,8 +18,10 @@ placed them):
   (:func:`ledger_request`). A type pin applies only to the family that has that type.
 - **Anything else** (``my_license``, ``node:<ip>``) is Ray's alone.
 
-Tasks run one call per worker process (``max_calls=1``), so a framework never keeps a device
-it was given for an earlier call.
+A task that reserves anything beyond CPU and memory runs one call per worker process
+(``max_calls=1``), so a framework never keeps a device it was given for an earlier call; a task
+that reserves nothing else keeps Ray's worker reuse (a fresh process costs about half a second),
+and a call that ``.options()`` gives devices leaves its worker's environment as it found it.
 
 The workers find the ledger as every accelkit process does (``$ACCELKIT_LEDGER``, else the
 per-user default) and detect the node themselves (``ACCELKIT_OVERRIDE_RESOURCES`` applies), with
@@ -220,9 +222,21 @@ def remote(
         return functools.partial(remote, resources=resources, **ray_options)
     options = {**ray_remote_options(resources or {}), **ray_options}
     if isinstance(function_or_class, type):
-        return ray.remote(**options)(_actor(function_or_class))
-    options.setdefault("max_calls", 1)  # `.options()` cannot change it later
-    return ray.remote(**options)(_task(function_or_class))
+        return _ray_remote(_actor(function_or_class), options)
+    if _reserves_devices(options):
+        options.setdefault("max_calls", 1)
+    return _ray_remote(_task(function_or_class), options)
+
+
+def _ray_remote(function_or_class: Any, options: Mapping[str, Any]) -> Any:
+    """``ray.remote`` applied with ``options``, or bare when there are none (Ray refuses
+    ``ray.remote()`` with no arguments)."""
+    return ray.remote(**options)(function_or_class) if options else ray.remote(function_or_class)
+
+
+def _reserves_devices(options: Mapping[str, Any]) -> bool:
+    """Whether Ray options reserve more than CPU and memory: GPUs, or custom resources."""
+    return bool(options.get("num_gpus")) or _may_name_a_family(options.get("resources") or {})
 
 
 def _task(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -262,7 +276,10 @@ def _actor(cls: type) -> type:
 
 @contextlib.contextmanager
 def _reserved_devices() -> Iterator[None]:
-    """This worker's devices visible for the ``with`` block, its ledger grant given back after."""
+    """This worker's devices visible for the ``with`` block, its ledger grant given back after,
+    and its environment as it was: a worker Ray reuses must not show the next call a device
+    given back."""
+    before = dict(os.environ)
     taken = _show_reserved()
     try:
         yield
@@ -270,6 +287,9 @@ def _reserved_devices() -> Iterator[None]:
         if taken is not None:
             ledger, grant = taken
             ledger.release(grant)
+        if os.environ != before:
+            os.environ.clear()
+            os.environ.update(before)
 
 
 def _show_reserved() -> Optional[tuple[Ledger, Grant]]:
@@ -279,11 +299,14 @@ def _show_reserved() -> Optional[tuple[Ledger, Grant]]:
     context = ray.get_runtime_context()
     reserved = context.get_assigned_resources()
     ray_ids = {name: ids for name, ids in context.get_accelerator_ids().items() if ids}
-    if not ray_ids and not _may_name_a_family(reserved):
-        return None  # a CPU task: nothing to detect the node for
+    variables = {name: _ray_variable(name) for name in ray_ids}
+    custom = {name: amount for name, amount in reserved.items() if name not in RAY_ASSIGNS}
+    if not _may_name_a_family(custom) and not _ray_misses_a_family(variables):
+        return None  # Ray's own variables reach every family: nothing to detect the node for
     host = _BeforeRay()
     node = detect_node(host)
-    translated = ray_ids_env(node, ray_ids, reserved, {n: _ray_variable(n) for n in ray_ids})
+    _check_detected(reserved, node)
+    translated = ray_ids_env(node, ray_ids, reserved, variables)
     request, accelerator_type = ledger_request(reserved, node)
     taken = None
     if request:
@@ -291,6 +314,41 @@ def _show_reserved() -> Optional[tuple[Ledger, Grant]]:
         taken = ledger, _take(ledger, request, accelerator_type)
     apply_env(translated, os.environ)
     return taken
+
+
+def _ray_misses_a_family(variables: Mapping[str, Optional[str]]) -> bool:
+    """Whether a family registered here serves a resource Ray assigned ids for without reading
+    the variable Ray wrote (Moore Threads' ``GPU``): only then is the node worth detecting for
+    Ray's ids, which costs a task a tenth of a second or more."""
+    return any(
+        manager.resource_name in variables and not _reads(manager, variables[manager.resource_name])
+        for manager in resolve(None).managers()
+    )
+
+
+def _check_detected(reserved: Mapping[str, float], node: Node) -> None:
+    """Refuse to run a call whose reserved family this worker's detection did not find: Ray
+    counted the devices, but nothing here can say which are the call's, and the call would
+    see them all."""
+    families = Inventory(node).families
+    missing = [
+        manager
+        for manager in resolve(None).managers()
+        if manager.resource_name in reserved
+        and manager.resource_name not in RAY_ASSIGNS
+        and manager.resource_name not in families
+    ]
+    if missing:
+        names = ", ".join(f"{m.resource_name} ({m.name})" for m in missing)
+        why = "; ".join(
+            d.message
+            for d in node.diagnostics
+            if d.level == "error" and d.family in {m.name for m in missing}
+        )
+        raise RuntimeError(
+            f"Ray reserved {names} for this call, but detecting the node in its worker found "
+            f"no such device{': ' + why if why else ''}; run `accelkit ls -v` on the node"
+        )
 
 
 def _may_name_a_family(reserved: Mapping[str, float]) -> bool:
