@@ -1,15 +1,15 @@
 """Which Intel GPUs a process sees: ``ZE_AFFINITY_MASK`` read as Level Zero reads it, then
 ``ONEAPI_DEVICE_SELECTOR`` as SYCL reads it, relative to the mask's list.
 
-Ids are root-device ordinals under the effective ``ZE_FLAT_DEVICE_HIERARCHY``. The mask names
-root devices, or ``card.stack``: where stacks are root devices (FLAT, the default, and COMBINED,
-where SYCL still lists stacks) Level Zero skips such an entry; in COMPOSITE mode it shows its
-card with that stack alone, which is not offered (a grant unsets the mask, and would show the
-whole card). The selector's terms are joined by ``;``; a term names a backend (``level_zero``,
-``*``, or none in the bare lists accepted on read) and devices (ordinals, ``*`` or ``gpu`` for
-all). A ``!`` term discards what it names from what the other terms accept, and a selector of
-discard terms alone starts from every device (SYCL reads it as if ``*:*`` came first): which
-devices remain then depends on how many Level Zero counts, which the manager's ``detect()``
+Ids are root-device ordinals under the effective ``ZE_FLAT_DEVICE_HIERARCHY``. The mask names root
+devices, or ``card.stack``: where stacks are root devices (FLAT, the default, and COMBINED, where
+SYCL still lists stacks) Level Zero skips such an entry; in COMPOSITE mode it shows its card with
+that stack alone, which is not offered (a grant unsets the mask, and would show the whole card). The
+selector's terms are joined by ``;``; a term names a backend (``level_zero``, ``*``, or none in the
+bare lists accepted on read) and devices (ordinals, ``*`` or ``gpu`` for all; ``cpu``, ``fpga`` and
+``acc`` name none). A ``!`` term discards what it names from what the other terms accept, and a
+selector of discard terms alone starts from every device (SYCL reads it as if ``*:*`` came first):
+which devices remain then depends on how many Level Zero counts, which the manager's ``detect()``
 keeps.
 """
 
@@ -30,6 +30,7 @@ STACKS_ARE_ROOTS = ("FLAT", "COMBINED")
 HIERARCHIES = (*STACKS_ARE_ROOTS, "COMPOSITE")
 MASK_ID = r"^[0-9]+(\.[0-9]+)?$"  # a device or device.stack; no selector syntax
 ALL_GPUS = {"*", "gpu"}  # selector device tokens that name every GPU of a backend
+NO_GPU = {"cpu", "fpga", "acc"}  # selector device types that name no GPU
 
 
 def visible_root_devices(
@@ -99,7 +100,8 @@ def selector_terms(value: Optional[str]) -> tuple[Optional[list[str]], list[str]
         backend, _, tokens = term.strip().lstrip("!").rpartition(":")
         accepts_any = accepts_any or not discard
         if backend.strip().lower() in ("", "*", "level_zero"):
-            (discarded if discard else accepted).extend(split_ids(tokens, ()) or [])
+            named = [t for t in split_ids(tokens, ()) or [] if t.lower() not in NO_GPU]
+            (discarded if discard else accepted).extend(named)
     if not accepts_any or ALL_GPUS & set(accepted):
         return None, discarded
     return accepted, discarded

@@ -41,6 +41,10 @@ def test_numbers_read_as_written(text: str, value: object) -> None:
         ("1e999", "is above the largest quantity, 9007199254740992"),
         ("1" * 5000, "is 5000 characters, too long for a quantity"),
         ("1/0", "divides by zero"),
+        # a positive amount below one unit is refused, not read as "nothing" (all devices)
+        ("1e-30", "is below the smallest quantity, 0.0001"),
+        ("1e-400", "is below the smallest quantity"),  # a float rounds it to 0.0
+        ("0.00005", "is below the smallest quantity"),
     ],
 )
 def test_anything_else_is_refused_with_why(text: str, why: str) -> None:

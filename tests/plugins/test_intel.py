@@ -124,6 +124,8 @@ def test_reads_the_mask_first_then_the_selector(
         ("level_zero:*;!level_zero:0", ["1", "2", "3"]),
         ("level_zero:0,1;!level_zero:1", ["0"]),
         ("level_zero:2,0;!level_zero:cpu", ["2", "0"]),
+        ("level_zero:cpu", []),  # a device type that names no GPU, not a token ending a list
+        ("*:fpga,1", ["1"]),
         ("LEVEL_ZERO:3,1;!Level_Zero:01", ["3"]),
     ],
 )

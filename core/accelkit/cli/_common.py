@@ -71,6 +71,8 @@ is written as ``1/3``, not at every start."""
 WHOLE_TEXT = r"(?a)[+-]?[0-9]+"
 DECIMAL_TEXT = r"(?a)[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 FRACTION_TEXT = r"(?a)[+-]?[0-9]+/[0-9]+"
+SMALLEST = 0.0001
+"""The smallest quantity a request may name (one unit, :data:`accelkit.quantities.UNIT`)."""
 LONGEST_QUANTITY = 40
 """Characters; no quantity a scheduler takes needs more (and a message echoes the text)."""
 
@@ -141,6 +143,11 @@ def quantity(text: str) -> Quantity:
         number = float(text)
         if math.isinf(number):
             raise ValueError(f"{text!r} is above the largest quantity, {MAX_QUANTITY}")
+        if 0 < abs(number) < SMALLEST or (number == 0 and re.search("[1-9]", text)):
+            raise ValueError(  # a request writes what it means: 1e-30 is no call for nothing
+                f"{text!r} is below the smallest quantity, {SMALLEST}: ask for 0 (nothing) or "
+                f"at least {SMALLEST}"
+            )
         return number
     if re.fullmatch(FRACTION_TEXT, text):
         if int(text.partition("/")[2]) == 0:
