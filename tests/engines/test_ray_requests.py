@@ -172,3 +172,19 @@ def test_a_reserved_family_its_worker_did_not_detect_stops_the_call() -> None:
     with pytest.raises(RuntimeError, match=r"Ray reserved ACME \(acme\) for this call"):
         _check_detected({"CPU": 1, "ACME": 1}, Node())
     _check_detected({"CPU": 1, "my_license": 1}, Node())  # Ray's alone: nothing to find
+
+
+def test_a_worker_gets_back_the_environment_it_had(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a worker Ray reuses must not show its next call the devices of a grant given back
+    import os
+
+    from accelkit.integrations.ray import _restore
+
+    monkeypatch.setenv("KEPT", "1")
+    monkeypatch.setenv("CHANGED", "before")
+    before = dict(os.environ)
+    monkeypatch.setenv("ACME_VISIBLE_DEVICES", "3")
+    monkeypatch.setenv("CHANGED", "during")
+    monkeypatch.delenv("KEPT")
+    _restore(before)
+    assert dict(os.environ) == before

@@ -287,9 +287,17 @@ def _reserved_devices() -> Iterator[None]:
         if taken is not None:
             ledger, grant = taken
             ledger.release(grant)
-        if os.environ != before:
-            os.environ.clear()
-            os.environ.update(before)
+        _restore(before)
+
+
+def _restore(before: Mapping[str, str]) -> None:
+    """Put ``os.environ`` back as ``before``, changing only what differs: Ray's own threads read
+    the environment too, and must never see it empty."""
+    for name in [name for name in os.environ if name not in before]:
+        del os.environ[name]
+    for name, value in before.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
 
 
 def _show_reserved() -> Optional[tuple[Ledger, Grant]]:
