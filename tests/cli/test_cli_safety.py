@@ -213,3 +213,23 @@ def test_the_script_exits_with_mains_code_and_frozen_objects() -> None:
     assert "main froze 0\n" in done.stderr and done.stderr.endswith(
         f"thresholds {COMMAND_GC_THRESHOLDS}\nfrozen True\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("formats", "line"),
+    [
+        (["--json"], ""),
+        (["--js"], ""),  # argparse reads the abbreviation as --json
+        (["--format=json"], ""),
+        (["--json", "--format", "shell"], "false\n"),  # the last format is the one printed
+        (["--format", "json", "--format", "taskprolog"], "false\n"),
+        ([], "false\n"),
+    ],
+)
+def test_a_failed_env_prints_false_unless_the_format_it_chose_is_json(
+    capsys: pytest.CaptureFixture[str], formats: list[str], line: str
+) -> None:
+    # an eval of a failed `accelkit env` must fail too, whatever spelling chose its format
+    node = str(NODES / "nvidia-h100-8gpu")
+    code, out, _ = cli(capsys, "env", "-r", "GPU=9", "--host", node, *formats)
+    assert code != 0 and out == line

@@ -23,6 +23,8 @@ from hypothesis import strategies as st
         ("1e-4", 0.0001),
         ("1/3", Fraction(1, 3)),
         ("9007199254740993", 9007199254740993),  # exact: a float would make it ...992
+        ("0e5", 0.0),  # zero, whatever its exponent's digits
+        ("0.0e-3", 0.0),
     ],
 )
 def test_numbers_read_as_written(text: str, value: object) -> None:
@@ -45,6 +47,9 @@ def test_numbers_read_as_written(text: str, value: object) -> None:
         ("1e-30", "is below the smallest quantity, 0.0001"),
         ("1e-400", "is below the smallest quantity"),  # a float rounds it to 0.0
         ("0.00005", "is below the smallest quantity"),
+        # a negative amount is said to be negative, however large or small
+        ("-1e999", "is negative"),
+        ("-0.00005", "is negative"),
     ],
 )
 def test_anything_else_is_refused_with_why(text: str, why: str) -> None:
@@ -69,3 +74,14 @@ def test_what_is_read_is_what_python_reads_in_ascii(text: str) -> None:
     assert text.strip().isascii() and "_" not in text
     exact = isinstance(read, (int, Fraction))
     assert read == (Fraction(text.strip()) if exact else float(text))
+
+
+def test_the_per_worker_option_says_why_a_quantity_is_refused() -> None:
+    # argparse alone says "invalid value" and echoes the whole argument
+    import argparse
+
+    from accelkit.cli._common import quantity_argument
+
+    with pytest.raises(argparse.ArgumentTypeError, match="5000 characters, too long") as caught:
+        quantity_argument("1" * 5000)
+    assert len(str(caught.value)) < 200

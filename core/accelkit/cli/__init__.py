@@ -158,25 +158,30 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     failure_line = _failure_line(words)
     try:
-        code = _run_verb(words)
+        code, args = _run_verb(words)
     except SystemExit as stop:  # argparse: bad usage, or --help / --version
-        if stop.code not in (0, None):
+        if stop.code not in (0, None) and not _asks_json(words):
             sys.stdout.write(failure_line)
         raise
-    if code != EXIT_OK:
+    if code != EXIT_OK and not _prints_json(args):
         sys.stdout.write(failure_line)
     return code
 
 
-def _run_verb(words: list[str]) -> int:
+def _run_verb(words: list[str]) -> tuple[int, argparse.Namespace]:
     """Parse and run one verb; every failure is a one-line message and an exit code."""
-    from accelkit.errors import AccelkitError
-
     parser = build_parser(_verb(words))
     args = parser.parse_args(words)
     if getattr(args, "run", None) is None:
         parser.print_help()
-        return EXIT_USAGE
+        return EXIT_USAGE, args
+    return _run_parsed(args), args
+
+
+def _run_parsed(args: argparse.Namespace) -> int:
+    """Run the verb ``args`` were parsed for."""
+    from accelkit.errors import AccelkitError
+
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _one_line_warning(args.verb)
@@ -214,16 +219,24 @@ def _one_line_warning(verb: str) -> Callable[..., None]:
 
 def _failure_line(words: Sequence[str]) -> str:
     """The verb's ``FAILURE_LINE`` (with a newline), or nothing; the verb is the first word
-    that is not an option (the top-level parser takes no option with a value)."""
+    that is not an option (the top-level parser takes no option with a value). JSON output is
+    never followed by it: the caller leaves it out when the verb was asked for JSON."""
     verb = _verb(words)
-    if verb is None or _asks_json(words):  # JSON output is never followed by it
+    if verb is None:
         return ""
     line = getattr(_verb_module(verb), "FAILURE_LINE", None)
     return f"{line}\n" if line else ""
 
 
+def _prints_json(args: argparse.Namespace) -> bool:
+    """Whether the parsed verb prints JSON (``--json``, or the format the last ``--format``
+    chose, as argparse reads abbreviations and repeats)."""
+    return getattr(args, "json", False) is True or getattr(args, "format", None) == "json"
+
+
 def _asks_json(words: Sequence[str]) -> bool:
-    """Whether a command line asks for JSON: ``--json``, ``--format json`` or ``--format=json``."""
+    """Whether a command line that did not parse asked for JSON: ``--json``, ``--format json``
+    or ``--format=json`` (what was meant is all there is to go by)."""
     pairs = zip(words, [*words[1:], ""])
     return "--json" in words or "--format=json" in words or ("--format", "json") in pairs
 

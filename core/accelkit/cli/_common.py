@@ -141,9 +141,15 @@ def quantity(text: str) -> Quantity:
         return int(text)
     if re.fullmatch(DECIMAL_TEXT, text):
         number = float(text)
+        nonzero = re.search("[1-9]", re.split("[eE]", text)[0]) is not None  # its digits
+        if nonzero and text.startswith("-"):
+            raise ValueError(
+                f"{text!r} is negative: ask for 0 (nothing), a fraction from {SMALLEST} to 1, or "
+                "a whole number"
+            )
         if math.isinf(number):
             raise ValueError(f"{text!r} is above the largest quantity, {MAX_QUANTITY}")
-        if 0 < abs(number) < SMALLEST or (number == 0 and re.search("[1-9]", text)):
+        if nonzero and number < SMALLEST:
             raise ValueError(  # a request writes what it means: 1e-30 is no call for nothing
                 f"{text!r} is below the smallest quantity, {SMALLEST}: ask for 0 (nothing) or "
                 f"at least {SMALLEST}"
@@ -156,6 +162,15 @@ def quantity(text: str) -> Quantity:
 
         return Fraction(text)
     raise ValueError(f"{shown(text)} is not a number (write 0.5, 2 or 1/3)")
+
+
+def quantity_argument(text: str) -> Quantity:
+    """:func:`quantity` for argparse: its reason becomes the usage error (argparse would say
+    only "invalid value", echoing the whole argument)."""
+    try:
+        return quantity(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def resource_text(item: str) -> tuple[str, str]:

@@ -28,7 +28,7 @@ from accelkit.cli._common import (
     host_from_args,
     open_ledger,
     process_text,
-    quantity,
+    quantity_argument,
 )
 from accelkit.schedule._grant import grant_text, shared_resources
 
@@ -75,7 +75,7 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--per-worker",
         metavar="Q",
-        type=quantity,
+        type=quantity_argument,
         default=1,
         help="how much of the resource each worker holds: 1 (default), 2, 0.5 (two per device)",
     )
