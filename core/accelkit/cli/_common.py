@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 from accelkit._shown import shown
 from accelkit.cli import printable
 from accelkit.host import Host, LocalHost
-from accelkit.quantities import MAX_QUANTITY
+from accelkit.quantities import MAX_QUANTITY, UNIT
 
 if TYPE_CHECKING:
     from fractions import Fraction
@@ -71,8 +71,8 @@ is written as ``1/3``, not at every start."""
 WHOLE_TEXT = r"(?a)[+-]?[0-9]+"
 DECIMAL_TEXT = r"(?a)[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 FRACTION_TEXT = r"(?a)[+-]?[0-9]+/[0-9]+"
-SMALLEST = 0.0001
-"""The smallest quantity a request may name (one unit, :data:`accelkit.quantities.UNIT`)."""
+SMALLEST = 1 / UNIT
+"""The smallest quantity a request may name: one unit (0.0001)."""
 LONGEST_QUANTITY = 40
 """Characters; no quantity a scheduler takes needs more (and a message echoes the text)."""
 
