@@ -29,6 +29,7 @@ from accelkit import (
     hookimpl,
 )
 from accelkit.registry import contract_errors, family_policy, variables_read, version_1_note
+from accelkit.registry._contract import call_errors
 
 CONTRACT = [
     # the card's five: detection, resource name, visibility variable, fractional support (the
@@ -187,6 +188,31 @@ def test_rules_are_data_only_a_version_2_manager_may_not_code_them() -> None:
     assert "Picky.allowed_quantities is a contract version 1 attribute" in errors
     assert "use scheduling.allowed_quantities" in errors
     assert "frameworks must be an accelkit.Frameworks" in errors
+
+
+def test_a_version_2_visibility_env_must_take_total() -> None:
+    class NoTotal(Widget):
+        def visibility_env(self, ids):  # type: ignore[no-untyped-def,override]
+            return {"WIDGET_VISIBLE": ",".join(ids)}
+
+    class Takes(Widget):
+        def visibility_env(self, ids, *, total=None):  # type: ignore[no-untyped-def,override]
+            return {"WIDGET_VISIBLE": ",".join(ids)}
+
+    class TakesAny(Widget):
+        def visibility_env(self, ids, **options):  # type: ignore[no-untyped-def,override]
+            return {"WIDGET_VISIBLE": ",".join(ids)}
+
+    class OldNoTotal(NoTotal):
+        api_version = 1
+
+    assert call_errors(NoTotal()) == [
+        "NoTotal.visibility_env must take the keyword total (visibility_env(self, ids, *, "
+        "total=None)): accelkit passes it at api_version 2"
+    ]
+    assert contract_errors(NoTotal()) == []  # a declaration check, which the kit runs alone
+    assert call_errors(Takes()) == call_errors(TakesAny()) == call_errors(Widget()) == []
+    assert call_errors(OldNoTotal()) == []  # version 1 is called with ids alone
 
 
 class OldStyle(AcceleratorManager):

@@ -40,7 +40,7 @@ SUITE = textwrap.dedent(
 
 RED = {
     "test_visibility_signature": (
-        "declares api_version 2, so grants call visibility_env(ids, total=...); declare it as"
+        "visibility_env's total must default to None (callers may not know it)"
     ),
     "test_type_labels": "type labels ['Broken Model 1'] are not usable as `accelerator_type:",
     "test_empty_host": (

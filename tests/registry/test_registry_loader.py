@@ -190,6 +190,11 @@ class Nameless(AcceleratorManager):
     def detect(self, host):
         return []
 
+class NoTotal(Good):
+    api_version = 2
+    def visibility_env(self, ids):
+        return {}
+
 @hookimpl
 def accelkit_register_managers():
 """
@@ -204,6 +209,7 @@ def accelkit_register_managers():
         ("[Good(), 'x']", "returned 'x', which is not an AcceleratorManager"),
         ("[Nameless()]", "Nameless.name must be a lowercase identifier like 'nvidia'"),
         ("[Good(), Good()]", "returns two managers for family 'good'"),
+        ("[NoTotal()]", "NoTotal.visibility_env must take the keyword total"),
     ],
 )
 def test_a_plugin_returning_invalid_managers_is_rejected(

@@ -9,8 +9,9 @@ deprecation note naming where each moved).
 
 from __future__ import annotations
 
+import inspect
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
 from accelkit._visibility import split_ids
@@ -26,6 +27,7 @@ from accelkit.policy import PLACEMENTS, FamilyPolicy, file_number_field
 __all__ = [
     "VERSION_1_ATTRIBUTES",
     "adopt_version_1",
+    "call_errors",
     "contract_errors",
     "family_policy",
     "variables_read",
@@ -162,6 +164,43 @@ def _version_2_leftovers(manager: AcceleratorManager) -> list[str]:
             "scheduling.allowed_quantities instead"
         )
     return errors
+
+
+def call_errors(manager: AcceleratorManager) -> list[str]:
+    """What the core could not call as it will, as sentences; empty when callable.
+
+    The loader refuses such a manager, so the mistake is a sentence in the plugin report, not a
+    ``TypeError`` at the first grant. (The conformance kit says the same to the author in its
+    own check, ``visibility_signature``, so a broken rule fails one check, not two.)
+    """
+    version = manager.api_version
+    if not isinstance(version, int) or version < 2:  # version 1 is called with ids alone
+        return []
+    overridden = type(manager).visibility_env is not AcceleratorManager.visibility_env
+    if overridden and not _takes_keyword(manager.visibility_env, "total"):
+        return [
+            f"{type(manager).__name__}.visibility_env must take the keyword total "
+            f"(visibility_env(self, ids, *, total=None)): accelkit passes it at api_version "
+            f"{version}"
+        ]
+    return []
+
+
+def _takes_keyword(method: Callable[..., object], keyword: str) -> bool:
+    """Whether ``method`` may be called with ``keyword=``."""
+    try:
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):  # no signature Python can read: the call will tell
+        return True
+    return any(
+        parameter.kind is inspect.Parameter.VAR_KEYWORD
+        or (
+            parameter.name == keyword
+            and parameter.kind is not inspect.Parameter.POSITIONAL_ONLY
+            and parameter.kind is not inspect.Parameter.VAR_POSITIONAL
+        )
+        for parameter in parameters
+    )
 
 
 def version_1_note(manager: AcceleratorManager) -> Optional[str]:

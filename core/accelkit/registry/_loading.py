@@ -26,7 +26,7 @@ from accelkit._faults import PLUGIN_FAULTS
 from accelkit._version import VERSION
 from accelkit.manager import AcceleratorManager
 from accelkit.registry._calls import call_one
-from accelkit.registry._contract import adopt_version_1, contract_errors
+from accelkit.registry._contract import adopt_version_1, call_errors, contract_errors
 from accelkit.registry._records import LoadedPlugin, PluginInfo, Settings, warn
 from accelkit.registry._sites import SiteDistribution, site_entry_points
 
@@ -256,6 +256,7 @@ def _validated_managers(plugin: LoadedPlugin, result: object) -> list[Accelerato
             if deprecated is not None:
                 notes.append(deprecated)
             problems.extend(contract_errors(item))
+            problems.extend(call_errors(item))
             replaces = item.replaces
             if replaces is not None and replaces != item.name:
                 problems.append(

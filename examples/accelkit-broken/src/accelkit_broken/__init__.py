@@ -26,7 +26,8 @@ class BrokenManager(AcceleratorManager):
 
     name = "broken"
     resource_name = "BRK"
-    # BROKEN: declares contract version 2, yet its visibility_env below takes no ``total``.
+    # BROKEN: declares contract version 2, yet its visibility_env below defaults ``total`` to 0
+    # (a host without devices) instead of None (unknown).
     api_version = 2
     visible_devices_env_var = "BROKEN_VISIBLE_DEVICES"
 
@@ -55,7 +56,9 @@ class BrokenManager(AcceleratorManager):
         # BROKEN: ignores the variable, so a restricted process looks unrestricted.
         return None
 
-    def visibility_env(self, ids: Sequence[str]) -> dict[str, Optional[str]]:
+    def visibility_env(
+        self, ids: Sequence[str], *, total: Optional[int] = 0
+    ) -> dict[str, Optional[str]]:
         # BROKEN: writes whitespace, and a different set of ids than it was given.
         return {"BROKEN_VISIBLE_DEVICES": ", ".join(reversed(list(ids))) + " "}
 
