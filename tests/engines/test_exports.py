@@ -75,6 +75,44 @@ def test_ray_refuses_what_ray_start_cannot_take() -> None:
         to_ray(Node(resources={"memory": 1.0}))
 
 
+RAY_REFUSES = [
+    (
+        {"license": 0.5},
+        r"whole quantities of a node's resources; this node has \{'license': 0\.5\}",
+    ),
+    (
+        {"node:__internal_head__": 1.0},
+        r"reserves the resource name\(s\) \['node:__internal_head__'\]",
+    ),
+    ({"big": 2e14}, r"at most 1e\+14 of a resource; this node has \{'big': 200000000000000\.0\}"),
+]
+
+
+@NEEDS_RAY
+@pytest.mark.parametrize(("resources", "message"), RAY_REFUSES, ids=["fraction", "head", "huge"])
+def test_ray_refuses_node_resources_that_ray_itself_refuses(
+    resources: dict[str, float], message: str
+) -> None:
+    """Ray's own check of a node's resources (``ResourceAndLabelSpec``) is the oracle: what it
+    refuses, ``to_ray`` refuses first, so ``ray start $(...)`` never gets it."""
+    from ray._private.resource_and_label_spec import ResourceAndLabelSpec
+
+    spec = ResourceAndLabelSpec(
+        num_cpus=1, num_gpus=0, memory=10**9, object_store_memory=10**9, resources=resources
+    )
+    with pytest.raises(ValueError):
+        spec.resolve(is_head=True, node_ip_address="127.0.0.1").to_resource_dict()
+    with pytest.raises(ValueError, match=message):
+        to_ray(Node(resources=resources))
+
+
+def test_ray_refuses_another_nodes_address_resource() -> None:
+    """``node:<ip>`` is the resource Ray gives each node its own address: one offered by another
+    node would draw tasks meant for that address."""
+    with pytest.raises(ValueError, match=r"reserves the resource name\(s\) \['node:10\.0\.0\.7'\]"):
+        to_ray(Node(resources={"node:10.0.0.7": 1.0}))
+
+
 # -- Dask --------------------------------------------------------------------------------------
 
 
@@ -89,16 +127,17 @@ def test_dask_worker_reads_the_resources_option(node: Node) -> None:
 
 
 RESOURCE_NAMES = st.from_regex(r"[A-Za-z][A-Za-z0-9_.:\-]{0,20}", fullmatch=True).filter(
-    lambda name: name not in ("GPU", "CPU", "memory", "object_store_memory")
+    lambda name: (
+        name not in ("GPU", "CPU", "memory", "object_store_memory") and not name.startswith("node:")
+    )
 )
 AMOUNTS = st.integers(1, 10**8).map(lambda units: units / 10**4)
+WHOLE_AMOUNTS = st.integers(1, 10**8).map(float)
 
 
 @NEEDS_RAY
-@given(st.dictionaries(RESOURCE_NAMES, AMOUNTS), st.integers(0, 64))
-def test_any_node_resources_survive_both_engines_readings(
-    resources: dict[str, float], gpus: int
-) -> None:
+@given(st.dictionaries(RESOURCE_NAMES, WHOLE_AMOUNTS), st.integers(0, 64))
+def test_any_whole_node_resources_survive_ray_start(resources: dict[str, float], gpus: int) -> None:
     from ray._private.utils import parse_resources_json
     from ray.autoscaler._private.cli_logger import cf, cli_logger
     from ray.scripts.scripts import start
@@ -108,8 +147,35 @@ def test_any_node_resources_survive_both_engines_readings(
     assert {**parse_resources_json(params["resources"], cli_logger, cf), "GPU": gpus} == (
         node.resources
     )
+
+
+@given(st.dictionaries(RESOURCE_NAMES, AMOUNTS), st.integers(0, 64))
+def test_any_node_resources_survive_the_dask_worker_reading(
+    resources: dict[str, float], gpus: int
+) -> None:
+    node = Node(resources={**resources, "GPU": float(gpus)})
     pairs = shlex.split(to_dask(node))[1].split()
     assert {k: float(v) for k, v in (pair.split("=") for pair in pairs)} == node.resources
+
+
+def test_the_guides_dask_worker_line_gives_dask_the_node_resources() -> None:
+    """The documented line, run by a shell with ``dask worker`` standing for a printer of its
+    arguments, which distributed's own ``dask worker`` parser then reads."""
+    from distributed.cli.dask_worker import main
+
+    guide = (ROOT / "docs" / "running-at-scale.md").read_text()
+    line = next(line for line in guide.splitlines() if 'eval "dask worker' in line)
+    host = SNAPSHOTS / "nvidia-h100-8gpu"
+    script = line.replace(
+        "accelkit resources --format dask",
+        f"{sys.executable} -m accelkit.cli resources --format dask --host {host}",
+    ).replace("dask worker", "printf '%s\\n'")
+    words = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
+    params = main.make_context("dask-worker", words.stdout.splitlines()).params
+    pairs = params["resources"].replace(",", " ").split()
+    node = detect_node(load_snapshot(host))
+    assert {k: float(v) for k, v in (pair.split("=") for pair in pairs)} == node.resources
+    assert params["scheduler"] == "tcp://SCHEDULER:8786"
 
 
 def test_dask_refuses_names_it_would_split() -> None:

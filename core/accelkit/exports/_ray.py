@@ -18,6 +18,13 @@ RAY_LABEL_PREFIX = "accelkit/"
 _RAY_OWN = ("CPU", "memory", "object_store_memory")
 """Ray's default resources, which it refuses in ``--resources`` (GPU goes to ``--num-gpus``)."""
 
+_RAY_NODE_PREFIX = "node:"
+"""Ray's own resources of a node: ``node:<ip>`` on each, ``node:__internal_head__`` on the head
+(which ``ray start`` refuses in ``--resources``; one for another address would misplace tasks)."""
+
+_RAY_MOST = 100e12
+"""The largest quantity of a resource ``ray start`` takes (``MAX_RESOURCE_QUANTITY``)."""
+
 
 def to_ray(node: Node) -> list[str]:
     """``["--num-gpus=8", '--resources={"accelerator_type:H100":1}', "--labels=..."]``.
@@ -28,7 +35,7 @@ def to_ray(node: Node) -> list[str]:
     so ``ray start $(accelkit resources --format ray)`` passes each one whole.
     """
     resources = dict(node.resources)
-    refused = [name for name in _RAY_OWN if name in resources]
+    refused = [name for name in resources if name in _RAY_OWN or name.startswith(_RAY_NODE_PREFIX)]
     if refused:
         raise ValueError(f"Ray reserves the resource name(s) {refused}; rename them on this node")
     args: list[str] = []
@@ -40,6 +47,16 @@ def to_ray(node: Node) -> list[str]:
     spaced = [name for name in resources if any(ch.isspace() for ch in name)]
     if spaced:
         raise ValueError(f"resource names with whitespace cannot be ray start arguments: {spaced}")
+    partial = {name: value for name, value in resources.items() if not float(value).is_integer()}
+    if partial:
+        raise ValueError(
+            f"ray start takes whole quantities of a node's resources; this node has {partial}"
+        )
+    huge = {name: value for name, value in resources.items() if value > _RAY_MOST}
+    if huge:
+        raise ValueError(
+            f"ray start takes at most {_RAY_MOST:g} of a resource; this node has {huge}"
+        )
     if resources:
         values = {name: number(value) for name, value in resources.items()}
         args.append("--resources=" + json.dumps(values, separators=(",", ":")))
