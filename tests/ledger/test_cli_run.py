@@ -7,6 +7,7 @@ import json
 import os
 import pwd
 import random
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -86,6 +87,21 @@ def test_the_command_sees_its_grant_and_with_hide_others_nothing_else(tmp_path: 
     for option, ascend in (("--hide-others", ""), ("--wait", "unset")):
         seen = run(ledger, "run", "-r", "GPU=1", option, "--host", mixed, "--", "sh", "-c", show)
         assert seen.stdout.split(" ") == ["0", "PCI_BUS_ID", f"{ascend}\n"], seen
+
+
+def test_the_command_gets_the_signals_python_ignores_back_at_their_default(
+    tmp_path: Path,
+) -> None:
+    """Python ignores SIGPIPE and SIGXFSZ, and exec keeps what is ignored: the command must not
+    inherit that, or ``yes | head`` under accelkit run fails with EPIPE instead of ending."""
+    ledger = tmp_path / "ledger.json"
+    show = "grep SigIgn /proc/$$/status; yes | head -n 1 >/dev/null; echo ${PIPESTATUS-}"
+    seen = run(ledger, "run", "-r", "GPU=1", "--host", H100, "--", "bash", "-c", show)
+    ignored = int(seen.stdout.split()[1], 16)
+    for number in (signal.SIGPIPE, signal.SIGXFSZ):
+        assert not ignored & 1 << (number - 1), f"{number.name} is ignored in the command"
+    assert seen.stdout.split()[2] == "141"  # yes ended by SIGPIPE (128 + 13), as in a shell
+    assert "Broken pipe" not in seen.stderr
 
 
 def test_ps_lists_waiting_requests_in_order(tmp_path: Path) -> None:

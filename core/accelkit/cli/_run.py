@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Optional
@@ -125,12 +126,36 @@ def _exec(command: list[str], grant: Grant, ledger: Ledger, hide_others: bool) -
     environ = worker_environ(ledger.env(grant, hide_others=hide_others or not grant.devices))
     _say(f"took {_took(grant, ledger)}")
     sys.stdout.flush()
+    ignored = _stop_ignoring(PYTHON_IGNORES)
     try:
         os.execvpe(command[0], command, environ)
     except OSError as error:
+        _ignore(ignored)
         ledger.discard(grant)
         _say(f"cannot run {command[0]!r}: {error.strerror}")
         return EXIT_NOT_FOUND if isinstance(error, FileNotFoundError) else EXIT_CANNOT_EXECUTE
+
+
+PYTHON_IGNORES = ("SIGPIPE", "SIGXFZ", "SIGXFSZ")
+"""The signals Python ignores at start (those this system has). An ignored signal stays ignored
+across ``exec``, so the command would not end by SIGPIPE when its reader goes (``yes | head``
+would fail with EPIPE, and a ``pipefail`` script see status 1 for 141): they go back to their
+default first, as ``subprocess`` does with ``restore_signals``."""
+
+
+def _stop_ignoring(names: tuple[str, ...]) -> list[signal.Signals]:
+    """Give each ignored signal of ``names`` its default action; the ones that were ignored."""
+    found = (getattr(signal, name, None) for name in names)
+    ignored = [s for s in found if s is not None and signal.getsignal(s) == signal.SIG_IGN]
+    for number in ignored:
+        signal.signal(number, signal.SIG_DFL)
+    return ignored
+
+
+def _ignore(signals: list[signal.Signals]) -> None:
+    """Ignore ``signals`` again, when the command could not be run and this process goes on."""
+    for number in signals:
+        signal.signal(number, signal.SIG_IGN)
 
 
 def _warn_if_not_found(program: str) -> None:
