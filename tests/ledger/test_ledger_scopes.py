@@ -13,7 +13,9 @@ from accelkit.ledger._holder import Holder, boot_id
 from accelkit.ledger._identity import fingerprint
 from accelkit.ledger._ledger import Ledger
 from accelkit.ledger._location import GRANT_VAR, LEDGER_VAR
-from ledger_support import H100
+from ledger_support import H100, ROOT
+
+TPU = str(ROOT / "examples" / "nodes" / "tpu-v6e-8")
 
 
 def seeing(path: Path, visible: str, **options: object) -> Ledger:
@@ -89,6 +91,45 @@ def test_a_process_on_a_grant_takes_steps_of_it(
     monkeypatch.setenv(GRANT_VAR, env[GRANT_VAR])
     with pytest.raises(LedgerError, match=rf"runs on grant {job.token} .* no longer holds"):
         Ledger(None, node.node).acquire({"GPU": 1})
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "override", "job_ids"),
+    [
+        (TPU, 8, ["0", "1"]),  # a node without NVIDIA GPUs: eight logical ones, made up
+        (H100, 4, ["0", "1"]),  # the operator lends four of the eight H100s
+    ],
+    ids=["logical", "narrowed"],
+)
+def test_an_override_holds_for_the_steps_of_a_grant_too(
+    ledger_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    snapshot: str,
+    override: int,
+    job_ids: list[str],
+) -> None:
+    """Inside a grant, the operator's override still says what the node has and the grant's
+    variables which of it the step sees: the step is not refused for the override being larger
+    than the grant (the process would have detected its node as both at once)."""
+    operator = {"ACCELKIT_OVERRIDE_RESOURCES": json.dumps({"GPU": override})}
+    node = Ledger(ledger_path, host=load_snapshot(snapshot, env=operator))
+    job = node.acquire({"GPU": 2})
+    assert job is not None and job.ids == {"GPU": job_ids}
+    env = node.env(job, base_env={})
+    monkeypatch.setenv(GRANT_VAR, env[GRANT_VAR])
+    inside_env = {**operator, "CUDA_VISIBLE_DEVICES": env["CUDA_VISIBLE_DEVICES"]}
+    inside = Ledger(ledger_path, host=load_snapshot(snapshot, env=inside_env))
+    assert fingerprint(inside.node) == fingerprint(node.node)
+    steps = [inside.acquire({"GPU": 1}) for _ in range(2)]
+    assert [s.ids if s else None for s in steps] == [{"GPU": ["0"]}, {"GPU": ["1"]}]
+    assert inside.acquire({"GPU": 1}) is None  # the grant is spent; the node has GPUs free
+    monkeypatch.delenv(GRANT_VAR)
+    # Outside any grant, the variable alone narrows what a process takes of the same node.
+    seeing_one = Ledger(
+        ledger_path, host=load_snapshot(snapshot, env={**inside_env, "CUDA_VISIBLE_DEVICES": "1"})
+    )
+    assert fingerprint(seeing_one.node) == fingerprint(node.node)
+    assert seeing_one.acquire({"GPU": 1}) is None  # GPU 1 is held by a step
 
 
 def test_a_step_never_waits_behind_the_node_s_queue(

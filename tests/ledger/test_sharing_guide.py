@@ -93,9 +93,12 @@ def test_each_example_runs_as_written(workdir: Path, block: int) -> None:
         env["PYTHONPATH"] = os.pathsep.join([str(workdir), env.get("PYTHONPATH", "")])
     result = subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    if match["what"] == "bash":  # each run took its grant (and the steps of a job theirs)
-        runs = [line for line in match["body"].splitlines() if line.startswith("accelkit run ")]
-        assert result.stderr.count("accelkit run: took ") >= len(runs) > 0, result.stderr
+    if match["what"] == "bash":  # each run took its grant, and each step of a job its step
+        scripts = [m["body"] for m in blocks("file") if f"./{m['what']}" in match["body"]]
+        lines = "\n".join([match["body"], *scripts]).splitlines()
+        runs = [line for line in lines if line.startswith("accelkit run ")]
+        assert result.stderr.count("accelkit run: took ") == len(runs) > 0, result.stderr
+        assert "error" not in result.stderr, result.stderr
 
 
 def test_the_group_ledger_of_the_setup_is_an_absolute_path() -> None:

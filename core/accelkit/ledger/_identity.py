@@ -82,17 +82,59 @@ def ledger_node(
     host: Host, overrides: Optional[Mapping[str, object]], registry: Registry
 ) -> tuple[Node, Optional[Restriction]]:
     """The node a ledger serves for a process on ``host``, and what the process may take of it
-    (None: all of it). One detection when nothing restricts the process, two otherwise."""
+    (None: all of it). One detection when nothing restricts the process, two otherwise, three
+    when both an override and a visibility variable apply."""
     from accelkit.node._detect import detect_node
+    from accelkit.node._operator import CONFIG_ENV_VARS, OVERRIDE_ENV
 
     present = _restricting(host, registry)
     if not present and not overrides:
         return detect_node(host, registry=registry), None
     physical = detect_node(_Lifted(host, present), registry=registry)
-    seen = detect_node(host, overrides, registry=registry)
     causes = [f"{name}={host.env[name]!r}" for name in present]
     causes += [f"--override {name}={value}" for name, value in (overrides or {}).items()]
-    return _part_of(seen, physical, ", ".join(causes))
+    why = ", ".join(causes)
+    variables = [name for name in present if name not in CONFIG_ENV_VARS]
+    if variables and (overrides or OVERRIDE_ENV in host.env):
+        return _configured_then_seen(host, overrides, physical, variables, why, registry)
+    seen = detect_node(host, overrides, registry=registry)
+    return _part_of(seen, physical, why)
+
+
+def _configured_then_seen(
+    host: Host,
+    overrides: Optional[Mapping[str, object]],
+    physical: Node,
+    variables: list[str],
+    why: str,
+    registry: Registry,
+) -> tuple[Node, Optional[Restriction]]:
+    """The ledger's node when an override and a visibility variable both apply: the override
+    says what the node has, the variable which of it this process sees.
+
+    Detected together, an override larger than the variable's list is refused (``accelkit ls``
+    says the two disagree), yet that is every process run on a grant of an overridden node: its
+    grant's variables list two GPUs of the eight the operator configured. So the override is
+    applied to the node seen without the variables, and each variable then picks, of its own
+    family's devices on that node, those the process may take (by UUID, else id; one the
+    override left out is not taken).
+    """
+    from accelkit.node._detect import detect_node
+    from accelkit.node._operator import OVERRIDE_ENV
+
+    configured = detect_node(_Lifted(host, variables), overrides, registry=registry)
+    node, restriction = _part_of(configured, physical, why)
+    visible = detect_node(_Lifted(host, [OVERRIDE_ENV]), registry=registry)
+    offered = allocatable(node)
+    narrowed = {m.name for m in registry.managers() if _visibility_names(m) & set(variables)}
+    matches = (counterpart(device, offered) for device in allocatable(visible))
+    keys = {_key(match) for match in matches if match is not None and match.family in narrowed}
+    keys |= {_key(device) for device in offered if device.family not in narrowed}
+    if restriction is not None:
+        keys &= restriction.keys
+    if keys == {_key(d) for d in offered}:
+        return node, None
+    return node, Restriction(frozenset(keys), why)
 
 
 def given_node(
