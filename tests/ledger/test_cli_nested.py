@@ -70,6 +70,10 @@ def test_a_run_inside_a_grant_takes_a_step_of_it(tmp_path: Path) -> None:
     assert holder.stdout is not None and holder.stdout.readline().strip() in outer_ids
     busy = run(ledger, "run", "-r", "GPU=1", "--host", H100, "--", "true", env=inside)
     assert busy.returncode == EXIT_BUSY
+    # What holds a step back is the grant's other steps, not the grant it is part of.
+    assert f"held by pid {holder.pid} (" in busy.stderr, busy.stderr
+    assert f"held by pid {step['pid']} (" in busy.stderr, busy.stderr
+    assert f"pid {outer.pid} " not in busy.stderr, busy.stderr
     never = run(ledger, "run", "-r", "GPU=3", "--host", H100, "--", "true", env=inside)
     assert never.returncode == 2
     assert f"GPU=3 can never fit in grant {grant['token']} (GPU {','.join(outer_ids)})" in (

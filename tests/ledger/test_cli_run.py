@@ -104,6 +104,26 @@ def test_the_command_gets_the_signals_python_ignores_back_at_their_default(
     assert "Broken pipe" not in seen.stderr
 
 
+def test_a_request_refused_for_the_queue_says_who_waits_ahead(tmp_path: Path) -> None:
+    """GPU 7 is free, but a request for all eight came first: the refusal names that waiter,
+    or the user cannot tell why a free GPU was not given."""
+    ledger = tmp_path / "ledger.json"
+    script = 'echo; while [ ! -e "$0/go" ]; do sleep 0.02; done'
+    holder = start(
+        ledger, "run", "-r", "GPU=7", "--host", H100, "--", "sh", "-c", script, str(tmp_path)
+    )
+    holder.stdout.readline()  # type: ignore[union-attr]
+    waiter = start(ledger, "run", "-r", "GPU=8", "--wait", "--host", H100, "--", "true")
+    waiter.stderr.readline()  # type: ignore[union-attr]
+    busy = run(ledger, "run", "-r", "GPU=1", "--host", H100, "--", "true")
+    (tmp_path / "go").touch()
+    assert holder.wait(timeout=60) == 0 and waiter.wait(timeout=60) == 0
+    assert busy.returncode == EXIT_BUSY
+    assert f"held by pid {holder.pid} (" in busy.stderr, busy.stderr
+    assert f"; before it, pid {waiter.pid} (" in busy.stderr, busy.stderr
+    assert busy.stderr.rstrip().endswith("waits for GPU=8); use --wait to queue"), busy.stderr
+
+
 def test_ps_lists_waiting_requests_in_order(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.json"
     holder = hold_everything(ledger, tmp_path)

@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         if args.wait:
             _say(f"{wants} did not fit within {args.timeout:g} s; gave up")
             return EXIT_TIMED_OUT
-        held = _holders_text(ledger.view(), ledger)
+        held = _waits_for(ledger.view(), ledger)
         _say(f"{wants} does not fit now ({held}); use --wait to queue")
         return EXIT_BUSY
     return _exec(command, grant, ledger, args.hide_others)
@@ -188,19 +188,22 @@ def _took(grant: Grant, ledger: Ledger) -> str:
 
 
 def _waits_for(view: LedgerView, ledger: Ledger) -> str:
-    """The holders, and the requests that came first."""
+    """The holders, and the requests that came first (in this request's scope)."""
     ahead = "".join(
-        f"; before it, {process_text(w.holder)} waits for {w.wants}" for w in view.waiting
+        f"; before it, {process_text(w.holder)} waits for {w.wants}"
+        for w in view.waiting
+        if w.parent == ledger.enclosing
     )
     return _holders_text(view, ledger) + ahead
 
 
 def _holders_text(view: LedgerView, ledger: Ledger) -> str:
-    """``GPU 0 (0.5) held by pid 41 (sh)``: the grants of the node and their holders. A step
-    takes from its grant's share, so only the grant is listed (with its steps counted)."""
-    grants = [h for h in view.holdings if h.parent is None]
+    """``GPU 0 (0.5) held by pid 41 (sh)``: what holds the devices this request takes from. For
+    a request of the node, its grants (a step takes from its grant's share, so only the grant is
+    listed, with its steps counted); for a step, the other steps of its grant."""
+    grants = [h for h in view.holdings if h.parent == ledger.enclosing]
     if not grants:
-        return "nothing is held"
+        return "nothing is held" if ledger.enclosing is None else "no other step is held"
     shared = shared_resources(ledger.node.devices)
     steps = Counter(h.parent for h in view.holdings if h.parent is not None)
     return "; ".join(
