@@ -186,7 +186,9 @@ class AcceleratorManager:
         return is_index(token) and device.index is not None and int(token) == device.index
 
     def accelerator_type(self, devices: Sequence[Device]) -> Optional[str]:
-        """The node's type label for this family: the first device's label (None if unlabelled)."""
+        """The node's type label for this family: the first device's label (None if unlabelled).
+
+        The node is labelled with it only when the family's devices share one type label."""
         return next((d.type_label for d in devices if d.type_label), None)
 
     def additional_resources(self, devices: Sequence[Device], host: Host) -> dict[str, float]:

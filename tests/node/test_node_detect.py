@@ -670,6 +670,15 @@ def test_one_family_with_two_types_offers_both(generic: object) -> None:
     node = detect_node(acme_host(csv=csv))
     assert node.resources == {"GPU": 4.0, "accelerator_type:T4": 1.0, "accelerator_type:A100": 1.0}
     assert [d.type_label for d in node.devices] == ["T4", "T4", "A100", "T4"]
+    # No type label names the family, or a pod selecting acme.type=T4 could be given the A100.
+    assert "accelkit/acme.type" not in node.labels
+    assert "accelkit/accelerator-type" not in node.labels
+    assert node.labels["accelkit/acme.count"] == "4"
+    [why] = [d.message for d in node.diagnostics if "acme.type" in d.message]
+    assert why == (
+        "no accelkit/acme.type label: its devices have several types (A100, T4); the "
+        "accelerator_type:<label> resources name them"
+    )
 
 
 def test_label_prefix_is_configurable(generic: object) -> None:
