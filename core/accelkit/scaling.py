@@ -173,11 +173,16 @@ class ScalingConfig:
         if accelerator is not None:
             named.append(self._resource_of(accelerator))
         if len(set(named)) > 1:
+            both = " and ".join(sorted(set(named)))
             raise ValueError(
-                f"a plan uses one accelerator, got {' and '.join(sorted(set(named)))}: a worker "
-                "group of GPUs and TPUs is two plans"
+                f"a plan uses one accelerator, got {both}: a worker group of {both} is two plans"
             )
         resource = named[0] if named else None
+        if self.topology is not None and resource != TPU:
+            raise ValueError(
+                f"topology {self.topology!r} shapes a TPU slice; this plan uses "
+                f"{resource or 'no accelerator'}: set use_tpu=True or drop topology"
+            )
         devices = {m.resource_name for m in self._registry.managers()}
         stray = sorted(r for r in wanted if r in devices and r != resource)
         if stray:

@@ -323,7 +323,15 @@ def test_backends_come_from_the_families() -> None:
         ({"resources_per_worker": {"GPU": 1}}, r"asks for GPU 1, .*set use_gpu=True"),
         ({"use_gpu": True, "resources_per_worker": {"GPU": 0}}, r"gives each worker GPU 0"),
         ({"use_gpu": True, "use_tpu": True}, r"one accelerator, got GPU and TPU"),
-        ({"use_gpu": True, "accelerator": "neuron"}, r"one accelerator, got GPU and neuron_cores"),
+        (
+            {"use_gpu": True, "accelerator": "neuron"},
+            r"one accelerator, got GPU and neuron_cores: a worker group of GPU and neuron_cores",
+        ),
+        (
+            {"use_gpu": True, "topology": "4x4"},
+            r"topology '4x4' shapes a TPU slice; this plan uses GPU",
+        ),
+        ({"topology": "2x2"}, r"this plan uses no accelerator: set use_tpu=True or drop topology"),
         ({"use_tpu": True}, r"4 TPU workers need the slice .*accelerator_type.*topology"),
         ({"resources_per_worker": {"TPU": 2}}, r"asks for TPU 2, .*set use_tpu=True"),
         (
