@@ -260,6 +260,20 @@ def test_the_hand_written_amdsmi_raises_what_the_real_one_raises(amdsmi_dir: pat
     assert (str(fake), fake.err_code) == (str(real), real.err_code)  # type: ignore[attr-defined]
 
 
+def test_amdsmi_shut_down_without_a_session_succeeds(amdsmi_package: pathlib.Path) -> None:
+    """libamd_smi's amdsmi_shut_down() answers AMDSMI_STATUS_SUCCESS when no session is open
+    (amd_smi.cc: ``if (!initialized_lib) return AMDSMI_STATUS_SUCCESS;``), and amdsmi_init is
+    not counted: one shut_down after two inits closes the session. The hand-written fake too."""
+    gpus = amd.fake_amdgpus(1)
+    for smi in (emulated_amdsmi(gpus, package_dir=amdsmi_package), amd.fake_amdsmi(gpus)):
+        assert smi.amdsmi_shut_down() is None
+        smi.amdsmi_init()
+        smi.amdsmi_init()
+        smi.amdsmi_shut_down()
+        error = raised(smi.amdsmi_get_processor_handles)
+        assert error.err_code == 32  # type: ignore[attr-defined]  # AMDSMI_STATUS_NOT_INIT
+
+
 # -- the emulators themselves -------------------------------------------------------------------
 def test_emulated_wrappers_are_fresh_copies_that_leave_sys_modules_alone(
     amdsmi_dir: pathlib.Path,

@@ -11,12 +11,23 @@ class LibrarySession:
     Real management libraries refuse every call before their init function and hold driver
     handles until their shutdown function; the fakes keep both rules so detection code that
     forgets either fails its tests. ``calls`` counts the two functions by their real names.
+    Closing without a session is the "not initialised" error unless ``closing_idle_succeeds``:
+    libamd_smi's ``amdsmi_shut_down`` then answers success (``amd_smi.cc``: ``if
+    (!initialized_lib) return AMDSMI_STATUS_SUCCESS;``).
     """
 
-    def __init__(self, init: str, shutdown: str, not_open: Callable[[], Exception]) -> None:
+    def __init__(
+        self,
+        init: str,
+        shutdown: str,
+        not_open: Callable[[], Exception],
+        *,
+        closing_idle_succeeds: bool = False,
+    ) -> None:
         self.calls = {init: 0, shutdown: 0}
         self._names = (init, shutdown)
         self._not_open = not_open
+        self._closing_idle_succeeds = closing_idle_succeeds
         self.open = False
 
     def require(self) -> None:
@@ -29,6 +40,7 @@ class LibrarySession:
         self.open = True
 
     def shutdown(self) -> None:
-        self.require()
+        if not self._closing_idle_succeeds:
+            self.require()
         self.calls[self._names[1]] += 1
         self.open = False

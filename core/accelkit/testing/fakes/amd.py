@@ -1,9 +1,10 @@
 """A fake ``amdsmi`` over GPUs modelled on an 8-GPU MI300X node, for any plugin that reads amdsmi.
 
 :func:`fake_amdsmi` builds a module that answers the amdsmi calls accelkit makes (the
-conformance kit re-exports it for plugin authors): every call before ``amdsmi_init`` fails and
-``amdsmi_shut_down`` is counted. The AMD plugin's own fake hosts, which add amd-smi and the
-driver's sysfs tree, are in ``accelkit_plugins.amd.testing``.
+conformance kit re-exports it for plugin authors): every call before ``amdsmi_init`` fails;
+``amdsmi_shut_down`` is counted and, as in libamd_smi, succeeds without a session too. The AMD
+plugin's own fake hosts, which add amd-smi and the driver's sysfs tree, are in
+``accelkit_plugins.amd.testing``.
 """
 
 from __future__ import annotations
@@ -114,7 +115,10 @@ def fake_amdsmi(gpus: Sequence[FakeAmdGpu]) -> ModuleType:
     """
     module = ModuleType("amdsmi")
     session = LibrarySession(
-        "amdsmi_init", "amdsmi_shut_down", lambda: AmdSmiLibraryException(AMDSMI_STATUS_NOT_INIT)
+        "amdsmi_init",
+        "amdsmi_shut_down",
+        lambda: AmdSmiLibraryException(AMDSMI_STATUS_NOT_INIT),
+        closing_idle_succeeds=True,  # libamd_smi answers success without a session
     )
 
     def gpu(handle: Any) -> FakeAmdGpu:
