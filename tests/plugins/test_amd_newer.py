@@ -4,6 +4,7 @@ integrated GPUs beside a discrete one."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import pathlib
 from typing import Any, Callable
 
@@ -12,6 +13,7 @@ import pytest
 from accelkit.testing.fakes import amd as fake
 from accelkit_plugins.amd import AmdManager, gpu
 from accelkit_plugins.amd import testing as amd_hosts
+from accelkit_plugins.amd.kfd import kfd_bus_id, kfd_gpu_nodes
 
 MANAGER = AmdManager()
 MIB = fake.MIB
@@ -106,6 +108,32 @@ def test_amdsmi_partitions_take_their_facts_from_kfd(
     assert {d.memory_bytes for d in devices} == {CARD_MIB // 4 * MIB}
     assert len({d.uuid for d in devices}) == 4
     assert host.exists("/sys/class/kfd")
+
+
+@pytest.mark.parametrize(("shift", "bits"), [(0, [0, 1, 2, 3]), (28, [0, 0, 0, 0])])
+def test_the_fake_sysfs_lays_out_partitions_as_amdgpu_does(
+    tmp_path: pathlib.Path, shift: int, bits: list[int]
+) -> None:
+    """Partition n's KFD location_id is the card's PCI id with n OR-ed in (function bits, or bits
+    31:28 in the reverted variant); only the card is a PCI function; the other partitions' DRM
+    nodes belong to amdgpu_xcp platform devices; amd-smi lists each partition's own BDF."""
+    card = fake.fake_amdgpus(1)[0]
+    parts = fake.partitions_of(card, 4)
+    amd_hosts.write_sysfs(tmp_path, parts, partition_shift=shift)
+    host = accelkit.FakeHost(root=tmp_path)
+    nodes = kfd_gpu_nodes(host) or []
+    assert [n["location_id"] for n in nodes] == [0x0500 | n << shift for n in range(4)]
+    assert [kfd_bus_id(n) for n in nodes] == [f"0000:05:00.{n}" for n in bits]
+    assert host.listdir("/sys/bus/pci/devices") == [card.bus_id]
+    assert [host.realpath(f"/sys/class/drm/renderD{128 + n}/device") for n in range(4)] == [
+        f"/sys/bus/pci/devices/{card.bus_id}",
+        *(f"/sys/devices/platform/amdgpu_xcp.{n}" for n in range(3)),
+    ]
+    listed = json.loads(amd_hosts.amd_smi_list_output(parts))
+    assert [(r["bdf"], r["partition_id"]) for r in listed] == [(p.bdf, p.partition) for p in parts]
+    assert [p.bdf for p in parts] == [f"0000:05:00.{n}" for n in range(4)]
+    static = json.loads(amd_hosts.amd_smi_static_output(parts))
+    assert {r["vram"]["size"]["value"] for r in static} == {CARD_MIB}  # the whole card's
 
 
 @pytest.mark.parametrize(

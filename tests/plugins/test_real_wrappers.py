@@ -191,6 +191,34 @@ def test_amdsmi_handles_in_another_order_give_ids_in_kfd_order(
     ]
 
 
+def test_the_partitions_of_a_card_are_processors_of_its_one_socket(
+    amdsmi_package: pathlib.Path,
+) -> None:
+    """libamd_smi makes a socket per card (its domain:bus:device) and a processor per partition
+    (each its own KFD node), in the order it meets them; a partition's BDF has its index in the
+    function bits (KFD's location_id), its VRAM is the whole card's (the card's sysfs)."""
+    card, whole = amd.fake_amdgpus(2)
+    gpus = [*amd.partitions_of(card, 4), whole]
+    smi = emulated_amdsmi(gpus, package_dir=amdsmi_package, handle_order=[4, 0, 2, 1, 3])
+    smi.amdsmi_init()
+    assert len(smi.amdsmi_get_socket_handles()) == 2
+    handles = smi.amdsmi_get_processor_handles()
+    assert [smi.amdsmi_get_gpu_device_bdf(h) for h in handles] == [
+        "0000:26:00.0",
+        "0000:05:00.0",
+        "0000:05:00.2",
+        "0000:05:00.1",
+        "0000:05:00.3",
+    ]
+    sizes = [smi.amdsmi_get_gpu_vram_info(h) for h in handles]
+    assert {s.get("vram_size", s.get("vram_size_mb")) for s in sizes} == {196592}
+    hand_written = amd.fake_amdsmi(gpus)
+    hand_written.amdsmi_init()
+    listed = hand_written.amdsmi_get_processor_handles()
+    assert [hand_written.amdsmi_get_gpu_device_bdf(h) for h in listed] == [g.bdf for g in gpus]
+    assert {hand_written.amdsmi_get_gpu_vram_info(h)["vram_size"] for h in listed} == {196592}
+
+
 # -- the hand-written fakes raise what the real wrappers raise ---------------------------------
 def test_amdsmi_without_its_driver_is_info_and_the_next_layer_answers(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any], amdsmi_package: pathlib.Path

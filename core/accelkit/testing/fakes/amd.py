@@ -10,7 +10,7 @@ plugin's own fake hosts, which add amd-smi and the driver's sysfs tree, are in
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any
 
@@ -24,8 +24,10 @@ __all__ = [
     "AmdSmiException",
     "AmdSmiLibraryException",
     "FakeAmdGpu",
+    "card_vram_mib",
     "fake_amdgpus",
     "fake_amdsmi",
+    "partitions_of",
 ]
 
 MIB = 1 << 20
@@ -45,7 +47,9 @@ BUS_IDS = (
 
 @dataclass(frozen=True)
 class FakeAmdGpu:
-    """One GPU as amdsmi, amd-smi and sysfs show it."""
+    """One GPU as amdsmi, amd-smi and sysfs show it: a whole card, or one compute partition of
+    a card (``partition`` its index on the card, ``bus_id`` the card's, ``vram_mib`` and
+    ``simd_count`` its share: see :func:`partitions_of`)."""
 
     bus_id: str
     serial: int
@@ -54,11 +58,21 @@ class FakeAmdGpu:
     vram_mib: int = 196592
     simd_count: int = 1216
     numa_node: int = 0
+    partition: int = 0
 
     @property
     def rocr_uuid(self) -> str:
         """The id ROCr gives the GPU (``GPU-`` and the KFD ``unique_id`` in hex)."""
         return f"GPU-{self.serial:016x}"
+
+    @property
+    def bdf(self) -> str:
+        """The bus id KFD, amdsmi and amd-smi give it: its card's, with the partition's index
+        OR-ed into the function bits, so partition 2 of ``0000:05:00.0`` is ``0000:05:00.2``
+        (kfd_topology.c, ``kfd_topology_add_device``: ``location_id |= node_id`` when a card
+        has several nodes). No such PCI function exists: sysfs has only the card's."""
+        slot, function = self.bus_id.rsplit(".", 1)
+        return f"{slot}.{int(function) | self.partition}"
 
 
 def fake_amdgpus(count: int, device_id: int = 0x74A1) -> list[FakeAmdGpu]:
@@ -74,6 +88,33 @@ def fake_amdgpus(count: int, device_id: int = 0x74A1) -> list[FakeAmdGpu]:
         )
         for index in range(count)
     ]
+
+
+def partitions_of(card: FakeAmdGpu, count: int, *, shared_id: bool = False) -> list[FakeAmdGpu]:
+    """``card`` split into ``count`` compute partitions (an MI300X: DPX 2, QPX 4, CPX 8), in
+    KFD order: each its index as ``partition``, its share of the compute units and of the VRAM
+    (what its KFD node's ``mem_banks`` give), and its own unique id, as from ROCm 7.0; with
+    ``shared_id`` the card's, as before 7.0. Up to 8: the index takes the 3 function bits."""
+    if not 1 <= count <= 8:
+        raise ValueError(f"a card splits into 1 to 8 partitions, not {count}")
+    return [
+        replace(
+            card,
+            serial=card.serial if shared_id else card.serial + (n << 32),
+            vram_mib=card.vram_mib // count,
+            simd_count=card.simd_count // count,
+            partition=n,
+        )
+        for n in range(count)
+    ]
+
+
+def card_vram_mib(gpus: Sequence[FakeAmdGpu], gpu: FakeAmdGpu) -> int:
+    """The VRAM amdsmi and amd-smi give ``gpu``: its whole card's (the sum over the card's
+    partitions in ``gpus``), for a partition too, as they read the card's
+    ``mem_info_vram_total`` (ROCm/legacy-rocm-build#4750: "rocm-smi and amd-smi always show the
+    full GPU memory for each partition")."""
+    return sum(other.vram_mib for other in gpus if other.bus_id == gpu.bus_id)
 
 
 AMDSMI_STATUS_NOT_SUPPORTED = 2
@@ -152,14 +193,14 @@ def fake_amdsmi(gpus: Sequence[FakeAmdGpu]) -> ModuleType:
         amdsmi_shut_down=session.shutdown,
         amdsmi_get_processor_handles=handles,
         amdsmi_get_gpu_asic_info=asic_info,
-        amdsmi_get_gpu_device_bdf=lambda h: gpu(h).bus_id,
+        amdsmi_get_gpu_device_bdf=lambda h: gpu(h).bdf,
         amdsmi_get_gpu_device_uuid=lambda h: (
             f"{gpu(h).device_id:04x}ff-0000-1000-8000-000000000000"
         ),
         amdsmi_get_gpu_vram_info=lambda h: {
             "vram_type": 9,
             "vram_vendor": "SAMSUNG",
-            "vram_size": gpu(h).vram_mib,
+            "vram_size": card_vram_mib(gpus, gpu(h)),
             "vram_bit_width": 8192,
         },
     )

@@ -30,7 +30,7 @@ from accelkit.testing.fakes._wrappers import (
     load_fresh,
     target,
 )
-from accelkit.testing.fakes.amd import FakeAmdGpu
+from accelkit.testing.fakes.amd import FakeAmdGpu, card_vram_mib
 
 __all__ = ["emulated_amdsmi"]
 
@@ -47,10 +47,11 @@ def emulated_amdsmi(
 ) -> ModuleType:
     """A fresh copy of the real ``amdsmi`` package whose C library is emulated over ``gpus``.
 
-    ``gpus`` are in KFD order (as the driver's topology nodes list them). ``package_dir`` is
-    another release's ``amdsmi`` package directory (default: the installed one).
-    ``handle_order`` lists positions in ``gpus`` in the order amdsmi gives its processor
-    handles, which on real machines differs from KFD's (default: KFD's).
+    ``gpus`` are in KFD order (as the driver's topology nodes list them); the partitions of a
+    card are processors of one socket, as in the library. ``package_dir`` is another release's
+    ``amdsmi`` package directory (default: the installed one). ``handle_order`` lists positions
+    in ``gpus`` in the order the library finds its GPUs, which on real machines differs from
+    KFD's (default: KFD's); ``amdsmi_get_processor_handles()`` lists them socket by socket.
     ``init_error`` is an ``AMDSMI_STATUS_*`` code for ``amdsmi_init`` to return; ``errors`` maps
     C function names to the status they return on every call.
 
@@ -64,7 +65,7 @@ def emulated_amdsmi(
         )
     with c_library_stubbed():
         package = load_fresh("amdsmi", "amdsmi", package_dir)
-    library = EmulatedAmdSmi(package.amdsmi_wrapper, [gpus[n] for n in order], gpus, init_error)
+    library = EmulatedAmdSmi(package.amdsmi_wrapper, sockets(gpus, order), gpus, init_error)
     library.functions.update({name: failing(code) for name, code in (errors or {}).items()})
     for name, function in library.functions.items():
         setattr(package.amdsmi_wrapper, name, CountedFunction(name, function, library.calls))
@@ -114,23 +115,36 @@ class NotEmulated:
         )
 
 
+def sockets(gpus: Sequence[FakeAmdGpu], order: Sequence[int]) -> list[list[int]]:
+    """Positions in ``gpus`` by socket, as libamd_smi makes its sockets: one per card, named by
+    the domain, bus and device of its GPUs' bus ids (``AMDSmiSystem::get_gpu_socket_id``: "The
+    BD part of the BDF is used as the socket id as it represents a physical device"), so the
+    partitions of a card are processors of one socket; sockets in the order the library meets
+    their first GPU in ``order``, each socket's processors in that order."""
+    found: dict[str, list[int]] = {}
+    for position in order:
+        slot = gpus[position].bdf.rsplit(".", 1)[0]
+        found.setdefault(slot, []).append(position)
+    return list(found.values())
+
+
 class EmulatedAmdSmi:
     """``libamd_smi.so`` for one copy of the package: its C functions, by C name.
 
-    Each GPU is its own socket with one processor, in handle order. Handles are pointers the
-    library makes up: socket ``k`` is ``0x5000 + k``, the processor of ``gpus[i]`` is
-    ``0x1000 + i``.
+    ``by_socket`` holds positions in ``kfd_order`` per socket (see :func:`sockets`). Handles are
+    pointers the library makes up: socket ``k`` is ``0x5000 + k``, the processor of
+    ``kfd_order[i]`` is ``0x1000 + i``.
     """
 
     def __init__(
         self,
         wrapper: ModuleType,
-        by_handle: Sequence[FakeAmdGpu],
+        by_socket: Sequence[Sequence[int]],
         kfd_order: Sequence[FakeAmdGpu],
         init_error: Optional[int],
     ) -> None:
         self.wrapper = wrapper
-        self.by_handle, self.kfd_order = list(by_handle), list(kfd_order)
+        self.by_socket, self.kfd_order = [list(s) for s in by_socket], list(kfd_order)
         self.init_error = init_error
         self.open = False
         self.calls: collections.Counter[str] = collections.Counter()
@@ -164,16 +178,16 @@ class EmulatedAmdSmi:
 
     def socket_handles(self, count: Any, handles: Any) -> int:
         """amdsmi_get_socket_handles(uint32_t *count, amdsmi_socket_handle *handles): the count
-        when ``handles`` is NULL, else the handles (one socket per GPU)."""
-        sockets = [0x5000 + k for k in range(len(self.by_handle))]
-        return self.listed(count, handles, sockets)
+        when ``handles`` is NULL, else the handles (one socket per card)."""
+        return self.listed(count, handles, [0x5000 + k for k in range(len(self.by_socket))])
 
     def processor_handles(self, socket: Any, count: Any, handles: Any) -> int:
-        """amdsmi_get_processor_handles(socket, uint32_t *count, amdsmi_processor_handle *)."""
+        """amdsmi_get_processor_handles(socket, uint32_t *count, amdsmi_processor_handle *):
+        the socket's processors, the partitions of its card."""
         k = (socket.value or 0) - 0x5000
-        if not 0 <= k < len(self.by_handle):
+        if not 0 <= k < len(self.by_socket):
             return self.code("AMDSMI_STATUS_INVAL")
-        return self.listed(count, handles, [0x1000 + self.kfd_order.index(self.by_handle[k])])
+        return self.listed(count, handles, [0x1000 + i for i in self.by_socket[k]])
 
     def listed(self, count: Any, handles: Any, values: Sequence[int]) -> int:
         """The C library's two-call listing: a count, then at most that many handles."""
@@ -217,21 +231,23 @@ class EmulatedAmdSmi:
         )
 
     def vram_info(self, gpu: FakeAmdGpu, info: Any) -> None:
-        """amdsmi_vram_info_t: sizes in MiB; the vendor an enum until 7.0, then text."""
+        """amdsmi_vram_info_t: sizes in MiB, a partition's its whole card's (``card_vram_mib``);
+        the vendor an enum until 7.0, then text."""
         vendor_field = dict(info._fields_)["vram_vendor"]
         vendor = "SAMSUNG" if issubclass(vendor_field, ctypes.Array) else 1
         fill(
             info,
             vram_type=9,  # HBM3
             vram_vendor=vendor,
-            vram_size=gpu.vram_mib,
-            vram_size_mb=gpu.vram_mib,
+            vram_size=card_vram_mib(self.kfd_order, gpu),
+            vram_size_mb=card_vram_mib(self.kfd_order, gpu),
             vram_bit_width=8192,
         )
 
     def device_bdf(self, gpu: FakeAmdGpu, bdf: Any) -> None:
-        """amdsmi_bdf_t: bit fields function:3, device:5, bus:8, domain:48 in one uint64."""
-        domain, bus, rest = gpu.bus_id.split(":")
+        """amdsmi_bdf_t: bit fields function:3, device:5, bus:8, domain:48 in one uint64; a
+        partition's index in the function bits, as KFD's ``location_id`` has it."""
+        domain, bus, rest = gpu.bdf.split(":")
         device, function = rest.split(".")
         packed = int(domain, 16) << 16 | int(bus, 16) << 8 | int(device, 16) << 3
         bdf.as_uint = packed | int(function)
