@@ -16,7 +16,8 @@ answers, ids are renumbered in KFD order by bus id, because that is the order RO
 The type label comes from the PCI device id, offline (a virtual function's is its product's);
 an unknown id keeps the market name, and without one it is ``AMD-GPU-<device id in hex>``
 (``AMD-GPU-640f``). A card split into compute partitions (DPX, QPX, CPX) is several GPUs, each
-with its own id, memory and UUID, labelled with the mode (``partitions``). A Ryzen integrated GPU
+with its own id, memory and UUID, labelled with the mode, all on the card's PCI bus id
+(``partitions``). A Ryzen integrated GPU
 that ROCm does not support is counted in ROCr's numbering but never offered (``Device.offered``
 False: a ``ROCR_VISIBLE_DEVICES`` naming it reads on past it).
 Frameworks name the device ``cuda`` and the collective backend ``nccl`` on ROCm too (PyTorch's

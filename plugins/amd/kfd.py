@@ -61,7 +61,9 @@ def _memory(host: Host, banks: str) -> Optional[int]:
 
 
 def kfd_bus_id(properties: Mapping[str, int]) -> Optional[str]:
-    """The PCI bus id of a KFD node from its ``domain`` and ``location_id`` (bus<<8|dev<<3|fn)."""
+    """The PCI bus id of a KFD node from its ``domain`` and ``location_id`` (bus<<8|dev<<3|fn).
+    A compute partition's is its card's with the partition's index in the function bits, a
+    function that does not exist (``partitions``); bits above 15 are not part of it."""
     location = properties.get("location_id")
     if location is None:
         return None
@@ -79,7 +81,9 @@ def in_rocr_order(host: Host, devices: list[Device]) -> list[Device]:
 
     amdsmi's handle order and ``amd-smi list``'s differ from KFD's on real machines (MI350 is a
     documented case), and ``ROCR_VISIBLE_DEVICES`` counts in KFD's, so every layer is mapped
-    onto it by PCI bus id. Partitions of one card share a bus id and keep their layer's order.
+    onto it by PCI bus id. Compute partitions have ids of their own (the card's, with the
+    partition's index in the function bits: ``partitions``); where a kernel gives them the
+    card's own, they keep their layer's order.
     Without a KFD topology, or with a device it does not know, the layer's order is kept: ids
     are then as the layer numbered them, which is the best any tool on the machine can say.
     """

@@ -1,13 +1,25 @@
 """Compute partitions: one Instinct card as several GPUs (DPX, TPX, QPX, CPX).
 
 In a compute partition mode other than SPX, each partition (XCP) of a card is a KFD node of its
-own and a ROCr device of its own (an MI300X in CPX mode is 8), all on the card's one PCI
-function. The amdgpu driver gives the card's mode in ``current_compute_partition`` beside the
-card's other PCI attributes (``SPX``, ``DPX``, ``TPX``, ``QPX``, ``CPX``; amdgpu_gfx.c), so a
+own and a ROCr device of its own (an MI300X in CPX mode is 8), yet not a PCI function: only the
+card's (``0000:05:00.0``) is in ``/sys/bus/pci/devices``, so every sysfs file is read there.
+
+Bus ids: KFD gives partition n the card's PCI id with n OR-ed into the function bits
+(kfd_topology.c, ``kfd_topology_add_device``: ``location_id |= node_id`` when a card has several
+nodes), so partition 2 reads as ``0000:05:00.2`` in KFD, in amdsmi (its BDF comes from that
+``location_id``) and in amd-smi (ROCm/rocm_smi_lib#208, ROCm/rocm-systems#5805,
+open-mpi/hwloc#774). A variant putting n in bits 31:28 was posted and reverted; under it every
+partition reads as the card's own bus id. Both layouts are read alike: the partitions of a card
+are the nodes that share its PCI domain, bus and device, the first (partition 0, whose id is the
+card's own) naming the card; each partition is given the card's bus id and NUMA node.
+
+The amdgpu driver gives the card's mode in ``current_compute_partition`` beside the card's
+other PCI attributes (``SPX``, ``DPX``, ``TPX``, ``QPX``, ``CPX``; amdgpu_gfx.c), so a
 partition's label names it ("AMD-Instinct-MI300X-OAM-CPX"). Each partition's memory is its KFD
-node's ``mem_banks``: sysfs ``mem_info_vram_total`` is the whole card's, wrong for a partition.
-From ROCm 7.0 each partition has its own unique id; before, the partitions of a card share
-one, which then names none of them: the UUIDs are left empty and ids stay ROCr's ordinals.
+node's ``mem_banks``: sysfs ``mem_info_vram_total``, and amdsmi and amd-smi, which read it, give
+the whole card's. From ROCm 7.0 each partition has its own unique id; before, the partitions of
+a card share one, which then names none of them: the UUIDs are left empty and ids stay ROCr's
+ordinals.
 """
 
 from __future__ import annotations
@@ -16,7 +28,7 @@ from collections.abc import Sequence
 from typing import Optional
 
 from accelkit import Device, Host, note
-from accelkit.detect import read_value
+from accelkit.detect import numa_node, read_value
 
 from .kfd import MEMORY, kfd_bus_id, kfd_gpu_nodes
 
@@ -29,25 +41,38 @@ MODE_FILE = "current_compute_partition"
 
 def with_partitions(host: Host, devices: Sequence[Device]) -> list[Device]:
     """``devices`` (in ROCr's order) with each partition's own facts from its KFD node: label
-    naming the mode, memory, UUID. Unchanged where the layer's devices are not KFD's nodes one
-    for one (the DRM layer lists a card once)."""
+    naming the mode, memory, UUID; and the card's bus id and NUMA node. Unchanged where the
+    layer's devices are not KFD's nodes one for one (the DRM layer lists a card once)."""
     nodes = kfd_gpu_nodes(host) or []
     if [d.pci_bus_id for d in devices] != [kfd_bus_id(n) for n in nodes]:
         return list(devices)
-    cards: dict[str, list[int]] = {}
-    for position, device in enumerate(devices):
-        cards.setdefault(device.pci_bus_id or "", []).append(position)
     found = list(devices)
-    for bus, positions in cards.items():
-        mode = _mode(host, bus, len(positions))
+    for positions in _cards(devices):
+        card = devices[positions[0]].pci_bus_id or ""  # partition 0: the card's own bus id
+        mode = _mode(host, card, len(positions))
         if mode is None:
             continue
-        uuids = _uuids([nodes[p] for p in positions], bus)
+        uuids = _uuids([nodes[p] for p in positions], card)
+        numa = numa_node(host, card)
         for position, uuid in zip(positions, uuids):
             device, memory = found[position], nodes[position].get(MEMORY)
             label = f"{device.type_label}-{mode}" if device.type_label else None
-            found[position] = device.replace(type_label=label, uuid=uuid, memory_bytes=memory)
+            facts = {"uuid": uuid, "memory_bytes": memory, "pci_bus_id": card, "numa_node": numa}
+            found[position] = device.replace(type_label=label, **facts)
     return found
+
+
+def _cards(devices: Sequence[Device]) -> list[list[int]]:
+    """Positions of ``devices`` grouped by card: by the PCI domain, bus and device of their bus
+    ids, as KFD varies only the function bits between the partitions of a card (libamd_smi
+    groups them so into one socket). Devices without a bus id are on no known card."""
+    cards: dict[str, list[int]] = {}
+    for position, device in enumerate(devices):
+        if device.pci_bus_id is None:
+            continue
+        slot = device.pci_bus_id.rsplit(".", 1)[0]  # "0000:05:00" of "0000:05:00.2"
+        cards.setdefault(slot, []).append(position)
+    return list(cards.values())
 
 
 def _mode(host: Host, bus: str, count: int) -> Optional[str]:

@@ -455,10 +455,10 @@ def test_without_kfd_a_layer_keeps_its_own_order(
 def test_kfd_partitions_are_devices_of_their_own(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any]
 ) -> None:
-    """In CPX mode one MI300X is several KFD nodes on one PCI function: each is a ROCr device."""
+    """In CPX mode one MI300X is several KFD nodes on one PCI function: each is a ROCr device,
+    on the card's bus id (KFD gives partition n function n, which is no PCI function)."""
     gpu = fake.fake_amdgpus(1)[0]
-    partitions = [dataclasses.replace(gpu, serial=gpu.serial + n, simd_count=152) for n in range(4)]
-    devices, _ = run_detect(MANAGER, host_with(tmp_path, partitions))
+    devices, _ = run_detect(MANAGER, host_with(tmp_path, fake.partitions_of(gpu, 4)))
     assert [d.id for d in devices] == ["0", "1", "2", "3"]
     assert {d.pci_bus_id for d in devices} == {gpu.bus_id}
 
