@@ -89,17 +89,14 @@ def to_units(value: object, *, what: str = "quantity") -> int:
 def shown_quantity(value: object) -> str:
     """A requested quantity for a message, as a user writes it: ``1/3`` for a fraction (not
     ``Fraction(1, 3)``), ``3`` for a whole float (the command line reads ``GPU=3`` as 3.0);
-    anything else, and a value that only claims to be a fraction, as
-    :func:`~accelkit._shown.shown` gives it."""
+    anything else, and a value that only claims to be a fraction (a class registered as
+    ``numbers.Rational``, whose parts may say anything), as :func:`~accelkit._shown.shown` gives
+    it."""
     if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_QUANTITY:
         return str(int(value))
-    if isinstance(value, Rational) and not isinstance(value, int):
-        try:
-            numerator, denominator = value.numerator, value.denominator
-        except Exception:  # a registered Rational without the protocol
-            return shown(value)
-        if isinstance(numerator, int) and isinstance(denominator, int):
-            return f"{shown(numerator)}/{shown(denominator)}"
+    fractions = sys.modules.get("fractions")  # no Fraction exists before it is imported
+    if fractions is not None and isinstance(value, fractions.Fraction):
+        return f"{shown(value.numerator)}/{shown(value.denominator)}"
     return shown(value)
 
 

@@ -189,6 +189,26 @@ def test_a_claimed_number_is_a_quantity_or_an_invalid_request(value: object) -> 
     assert isinstance(units, int) and 0 <= units <= MAX_QUANTITY * UNIT
 
 
+def test_a_claimed_fraction_is_shown_as_itself_not_as_the_parts_it_claims() -> None:
+    """A class registered as Rational whose parts say 1/1 while its abs() is huge: the message
+    named "1/1 is above the largest quantity" (found by the property test above)."""
+
+    class Claimed:
+        numerator = 1
+        denominator = 1
+
+        def __abs__(self) -> int:
+            return 10**400
+
+        def __repr__(self) -> str:
+            return "<claimed number>"
+
+    Rational.register(Claimed)
+    with pytest.raises(InvalidRequest, match=r"^GPU quantity <claimed number> "):
+        to_units(Claimed(), what="GPU quantity")
+    assert shown_quantity(Fraction(1, 3)) == "1/3"
+
+
 def test_a_real_without_abs_or_float_is_an_invalid_request() -> None:
     class Bare:
         def __repr__(self) -> str:
