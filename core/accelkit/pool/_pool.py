@@ -292,13 +292,16 @@ class AcceleratorPool(Executor):
     def _settle(
         self, call: _Call, *, result: Any = None, error: Optional[BaseException] = None
     ) -> None:
-        with self._condition:
-            self._busy -= 1
-            self._condition.notify_all()
+        """Give the future its outcome, and only then count the call as done:
+        ``shutdown(wait=True)`` returns once nothing is busy, and every future must be done by
+        then."""
         if error is None:
             call.future.set_result(result)
         else:
             call.future.set_exception(error)
+        with self._condition:
+            self._busy -= 1
+            self._condition.notify_all()
 
     def _retire(self, worker: WorkerProcess) -> None:
         """Stop a worker, then give its grant back (only then are its devices free)."""
