@@ -3,15 +3,21 @@ end of a ``with``) returns only after that, whatever fails on the way."""
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
 import pool_targets as targets
 import pytest
+from accelkit import LedgerError
 from accelkit.ledger._ledger import Ledger
 from accelkit.pool import _pool
 from accelkit.pool._pool import AcceleratorPool
+
+NOT_GIVEN_BACK = r"could not give grant .* back to the ledger .* is corrupt"
+"""The warning of a pool whose ledger cannot take a grant back."""
 
 
 class SlowFuture(Future[Any]):
@@ -31,3 +37,77 @@ def test_shutdown_returns_only_once_every_future_is_done(
     pool.shutdown(wait=True)
     assert future.done()
     assert future.result() == 3
+
+
+def test_a_ledger_that_cannot_take_a_grant_back_loses_no_result(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    """The result stands, and the failure is a warning: the worker has ended, so the ledger
+    reclaims its grant once it can be read again."""
+    gate, started = tmp_path / "gate", tmp_path / "started"
+    pool = AcceleratorPool(ledger.node, ledger=ledger)
+    future = pool.submit(targets.hold, str(gate), str(started), resources={"GPU": 1})
+    wait_for(started)
+    readable = ledger.path.read_text()
+    ledger.path.write_text("garbage")  # unreadable until it is restored
+    with pytest.warns(RuntimeWarning, match=NOT_GIVEN_BACK):
+        gate.touch()
+        assert future.result(timeout=30) == "0"
+    ledger.path.write_text(readable)
+    assert ledger.grants() == []  # reclaimed: its holder, the worker, has ended
+    shut_down(pool)
+
+
+def test_a_ledger_that_cannot_take_a_spare_workers_grant_back_fails_only_the_call(
+    ledger: Ledger,
+) -> None:
+    """The dispatcher stops an idle worker to make room; the ledger fails it, and then the call
+    that wanted the room: that call's future says so, and the pool goes on."""
+    pool = AcceleratorPool(ledger.node, ledger=ledger, max_workers=1)
+    assert pool.submit(targets.add, 1, resources={"GPU": 1}, max_calls=0).result() == 1
+    readable = ledger.path.read_text()
+    ledger.path.write_text("garbage")
+    with pytest.warns(RuntimeWarning, match=NOT_GIVEN_BACK):
+        wants_room = pool.submit(targets.add, 2, resources={"GPU": 2})
+        assert isinstance(wants_room.exception(timeout=30), LedgerError)
+    ledger.path.write_text(readable)
+    assert ledger.grants() == []  # the idle worker's grant, reclaimed
+    assert pool.submit(targets.add, 3, resources={"GPU": 2}).result(timeout=60) == 3
+    shut_down(pool)
+    assert ledger.grants() == []
+
+
+@pytest.mark.parametrize("step", ["env", "transfer"])
+def test_a_ledger_failing_as_a_worker_starts_fails_the_call_and_keeps_no_grant(
+    ledger: Ledger, step: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The grant is taken before the worker's environment is made and before the worker
+    becomes its holder; when either fails, the call fails and the grant is given back."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise LedgerError("the disk is full")
+
+    failing = Ledger(ledger.path, ledger.node)
+    monkeypatch.setattr(failing, step, refuse)
+    pool = AcceleratorPool(ledger.node, ledger=failing)
+    future = pool.submit(targets.pid, resources={"GPU": 1})
+    with pytest.raises(LedgerError, match="the disk is full"):
+        future.result(timeout=60)
+    assert ledger.grants() == []
+    shut_down(pool)
+
+
+def shut_down(pool: AcceleratorPool, timeout: float = 60) -> None:
+    """``pool.shutdown(wait=True)``, failing the test rather than hanging it."""
+    thread = threading.Thread(target=pool.shutdown, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"shutdown(wait=True) still waits after {timeout} s"
+
+
+def wait_for(path: Path, timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    while not path.exists() or not path.read_text():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.01)
+    return path.read_text()

@@ -19,6 +19,7 @@ import os
 import pickle
 import sys
 import threading
+import warnings
 from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import Executor, Future
@@ -235,15 +236,19 @@ class AcceleratorPool(Executor):
             if spare is not None:
                 self._retire(spare)  # its grant may be the room this call waits for
             return None
-        env = self._ledger.env(grant, hide_others=True, registry=self._registry)
         try:
+            env = self._ledger.env(grant, hide_others=True, registry=self._registry)
             worker = WorkerProcess(grant, env, call.key)
         except BaseException:
             self._ledger.discard(grant)
             raise
-        holder = Holder.of(worker.pid)
-        if holder is not None:
-            self._ledger.transfer(grant, holder)
+        try:
+            holder = Holder.of(worker.pid)
+            if holder is not None:
+                self._ledger.transfer(grant, holder)
+        except BaseException:  # the call fails; its worker must not live on, holding the grant
+            self._retire(worker)
+            raise
         return worker
 
     def _fail(self, call: _Call, error: BaseException) -> None:
@@ -267,27 +272,39 @@ class AcceleratorPool(Executor):
         threading.Thread(target=self._serve, args=(worker, call), daemon=True).start()
 
     def _serve(self, worker: WorkerProcess, call: _Call) -> None:
-        """Run the call, then keep or stop its worker, then settle the future."""
+        """Run the call, keep or stop its worker, then settle the future. The future is settled
+        whatever fails on the way: a thread that died here would lose the call's outcome, and
+        leave the call busy, so ``shutdown(wait=True)`` would wait for it forever."""
+        result: Any = None
+        error: Optional[BaseException] = None
         try:
             result = worker.call(call.payload, call.main, call.name)
-        except WorkerCrashed as crash:
-            self._retire(worker)
-            self._settle(call, error=crash)
-        except BaseException as error:
-            self._finish(worker)
-            self._settle(call, error=error)
-        else:
-            self._finish(worker)
-            self._settle(call, result=result)
+        except BaseException as raised:
+            error = raised
+        try:
+            self._put_away(worker, crashed=isinstance(error, WorkerCrashed))
+        finally:
+            self._settle(call, result=result, error=error)
 
-    def _finish(self, worker: WorkerProcess) -> None:
-        """Keep a worker for more calls, or stop it once it has served ``max_calls``."""
+    def _put_away(self, worker: WorkerProcess, *, crashed: bool) -> None:
+        """Keep a worker for more calls, or stop it (crashed, or it has served ``max_calls``).
+
+        A failure here is not the call's: the call has its outcome, which must reach its future.
+        It is reported as a warning instead."""
         limit = worker.key[1]
-        if (limit and worker.calls >= limit) or not worker.alive():
-            self._retire(worker)
-        else:
-            with self._condition:
-                self._idle.append(worker)
+        try:
+            if crashed or (limit and worker.calls >= limit) or not worker.alive():
+                self._retire(worker)
+            else:
+                with self._condition:
+                    self._idle.append(worker)
+        except Exception as error:
+            warnings.warn(
+                f"the pool could not stop its worker process (pid {worker.pid}): {error}; "
+                f"its grant {worker.grant!r} stays held until that process ends",
+                RuntimeWarning,
+                stacklevel=1,
+            )
 
     def _settle(
         self, call: _Call, *, result: Any = None, error: Optional[BaseException] = None
@@ -295,18 +312,34 @@ class AcceleratorPool(Executor):
         """Give the future its outcome, and only then count the call as done:
         ``shutdown(wait=True)`` returns once nothing is busy, and every future must be done by
         then."""
-        if error is None:
-            call.future.set_result(result)
-        else:
-            call.future.set_exception(error)
-        with self._condition:
-            self._busy -= 1
-            self._condition.notify_all()
+        try:
+            if error is None:
+                call.future.set_result(result)
+            else:
+                call.future.set_exception(error)
+        finally:
+            with self._condition:
+                self._busy -= 1
+                self._condition.notify_all()
 
     def _retire(self, worker: WorkerProcess) -> None:
-        """Stop a worker, then give its grant back (only then are its devices free)."""
+        """Stop a worker, then give its grant back (only then are its devices free).
+
+        A ledger that cannot take the grant back (unreadable, on a full disk) is reported as a
+        warning, not raised: the worker has ended, so the ledger drops its grant by itself at
+        its next look once it is usable again, and what retires workers (a call that has its
+        result, the dispatcher that serves the other calls) must go on."""
         worker.stop()
-        self._ledger.discard(worker.grant)
+        try:
+            self._ledger.discard(worker.grant)
+        except Exception as error:
+            warnings.warn(
+                f"the pool could not give grant {worker.grant!r} back to the ledger "
+                f"{self._ledger.path}: {error} (its worker process has ended, so the ledger "
+                "reclaims the grant at its next look)",
+                RuntimeWarning,
+                stacklevel=1,
+            )
         with self._condition:
             self._condition.notify_all()
 
