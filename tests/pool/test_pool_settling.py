@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import BrokenExecutor, Future
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from accelkit import LedgerError
 from accelkit.ledger._ledger import Ledger
 from accelkit.pool import _pool
 from accelkit.pool._pool import AcceleratorPool
+from accelkit.pool._process import WorkerProcess
 
 NOT_GIVEN_BACK = r"could not give grant .* back to the ledger .* is corrupt"
 """The warning of a pool whose ledger cannot take a grant back."""
@@ -95,6 +96,38 @@ def test_a_ledger_failing_as_a_worker_starts_fails_the_call_and_keeps_no_grant(
         future.result(timeout=60)
     assert ledger.grants() == []
     shut_down(pool)
+
+
+def test_a_failing_dispatcher_fails_the_calls_it_has_not_started(
+    ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever breaks the dispatcher (here, looking whether an idle worker lives), the calls
+    waiting for it fail with the cause, the pool refuses new ones, the running call ends as it
+    would have, and shutdown stops the workers."""
+    gate, started = tmp_path / "gate", tmp_path / "started"
+    pool = AcceleratorPool(ledger.node, ledger=ledger, max_workers=1)
+    running = pool.submit(targets.hold, str(gate), str(started), max_calls=0)
+    wait_for(started)
+    waiting = [pool.submit(targets.add, n, max_calls=0) for n in (1, 2)]  # for the busy worker
+    real_alive = WorkerProcess.alive
+
+    def alive_unless_dispatching(worker: WorkerProcess) -> bool:
+        if threading.current_thread().name == "accelkit-pool":
+            raise OSError("the process table cannot be read")
+        return real_alive(worker)
+
+    monkeypatch.setattr(WorkerProcess, "alive", alive_unless_dispatching)
+    gate.touch()  # the worker comes back idle, and the dispatcher looks at it
+    assert running.result(timeout=60) == ""
+    for future in waiting:
+        error = future.exception(timeout=30)
+        assert isinstance(error, BrokenExecutor)
+        assert "dispatcher failed (OSError: the process table cannot be read)" in str(error)
+        assert isinstance(error.__cause__, OSError)
+    with pytest.raises(BrokenExecutor, match="starts no more calls"):
+        pool.submit(targets.add, 3)
+    shut_down(pool)
+    assert ledger.grants() == []
 
 
 def shut_down(pool: AcceleratorPool, timeout: float = 60) -> None:

@@ -22,7 +22,7 @@ import threading
 import warnings
 from collections import deque
 from collections.abc import Mapping
-from concurrent.futures import Executor, Future
+from concurrent.futures import BrokenExecutor, Executor, Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
 
@@ -99,6 +99,7 @@ class AcceleratorPool(Executor):
         self._condition = threading.Condition()
         self._closing = False
         self._dispatcher: Optional[threading.Thread] = None
+        self._broken: Optional[BaseException] = None  # what failed the dispatcher
 
     # -- the Executor interface --------------------------------------------------------------
     def submit(  # type: ignore[override]
@@ -139,6 +140,8 @@ class AcceleratorPool(Executor):
         key = (tuple(sorted((name, repr(q)) for name, q in request.items())), max_calls)
         call = _Call(future, payload, main, name, request, key)
         with self._condition:
+            if self._broken is not None:
+                raise _broken_pool(self._broken)
             if self._closing:
                 raise RuntimeError("cannot schedule new calls after shutdown")
             self._pending.append(call)
@@ -168,12 +171,23 @@ class AcceleratorPool(Executor):
 
     # -- dispatching -------------------------------------------------------------------------
     def _dispatch(self) -> None:
-        """Serve calls in submission order until shut down and drained."""
+        """Serve calls in submission order until shut down and drained, then stop the workers.
+
+        Should dispatching itself fail, the calls not started fail with the cause, and the pool
+        takes no more: otherwise their futures would wait for a thread that is gone."""
+        try:
+            self._dispatch_calls()
+        except BaseException as error:
+            self._break(error)
+        self._wind_down()
+
+    def _dispatch_calls(self) -> None:
+        """Start each call on a worker, in submission order, until shut down and drained."""
         while True:
             with self._condition:
                 call = self._next_call()
                 if call is None:
-                    break
+                    return
                 worker = self._reusable(call)
                 spare = None
                 if worker is None and self._busy + len(self._idle) >= self._max_workers:
@@ -193,7 +207,6 @@ class AcceleratorPool(Executor):
                 if worker is None:
                     continue
             self._run(worker, call)
-        self._stop_idle()
 
     def _next_call(self) -> Optional[_Call]:
         """The first call still wanted (None: shut down and nothing left); lock held."""
@@ -203,10 +216,30 @@ class AcceleratorPool(Executor):
             if self._pending:
                 return self._pending[0]
             if self._closing:
-                while self._busy:
-                    self._condition.wait()
                 return None
             self._condition.wait()
+
+    def _break(self, error: BaseException) -> None:
+        """Fail every call not started with ``error`` as the cause; refuse calls from now on."""
+        with self._condition:
+            self._broken = error
+            pending, self._pending = self._pending, deque()
+        for call in pending:
+            if call.future.set_running_or_notify_cancel():
+                call.future.set_exception(_broken_pool(error))
+
+    def _wind_down(self) -> None:
+        """Wait for the running calls, then stop the workers they leave idle (their grants go
+        back with them)."""
+        with self._condition:
+            while self._busy:
+                self._condition.wait()
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            try:
+                self._retire(worker)
+            except Exception as error:  # the others are stopped all the same
+                _warn_not_stopped(worker, error)
 
     def _reusable(self, call: _Call) -> Optional[WorkerProcess]:
         """An idle worker made for this kind of call; lock held. Idle workers found dead
@@ -269,7 +302,12 @@ class AcceleratorPool(Executor):
                 self._idle.append(worker)
                 return
             self._busy += 1
-        threading.Thread(target=self._serve, args=(worker, call), daemon=True).start()
+        try:
+            threading.Thread(target=self._serve, args=(worker, call), daemon=True).start()
+        except BaseException as error:  # no thread to serve it (a thread limit): the pool breaks
+            self._put_away(worker, stop=True)
+            self._settle(call, error=error)
+            raise
 
     def _serve(self, worker: WorkerProcess, call: _Call) -> None:
         """Run the call, keep or stop its worker, then settle the future. The future is settled
@@ -282,29 +320,25 @@ class AcceleratorPool(Executor):
         except BaseException as raised:
             error = raised
         try:
-            self._put_away(worker, crashed=isinstance(error, WorkerCrashed))
+            self._put_away(worker, stop=isinstance(error, WorkerCrashed))
         finally:
             self._settle(call, result=result, error=error)
 
-    def _put_away(self, worker: WorkerProcess, *, crashed: bool) -> None:
-        """Keep a worker for more calls, or stop it (crashed, or it has served ``max_calls``).
+    def _put_away(self, worker: WorkerProcess, *, stop: bool) -> None:
+        """Keep a worker for more calls, or stop it (when asked to, once it has served
+        ``max_calls``, or when it has died).
 
         A failure here is not the call's: the call has its outcome, which must reach its future.
         It is reported as a warning instead."""
         limit = worker.key[1]
         try:
-            if crashed or (limit and worker.calls >= limit) or not worker.alive():
+            if stop or (limit and worker.calls >= limit) or not worker.alive():
                 self._retire(worker)
             else:
                 with self._condition:
                     self._idle.append(worker)
         except Exception as error:
-            warnings.warn(
-                f"the pool could not stop its worker process (pid {worker.pid}): {error}; "
-                f"its grant {worker.grant!r} stays held until that process ends",
-                RuntimeWarning,
-                stacklevel=1,
-            )
+            _warn_not_stopped(worker, error)
 
     def _settle(
         self, call: _Call, *, result: Any = None, error: Optional[BaseException] = None
@@ -343,11 +377,25 @@ class AcceleratorPool(Executor):
         with self._condition:
             self._condition.notify_all()
 
-    def _stop_idle(self) -> None:
-        with self._condition:
-            idle, self._idle = self._idle, []
-        for worker in idle:
-            self._retire(worker)
+
+def _broken_pool(cause: BaseException) -> BrokenExecutor:
+    """The error of a call that a pool whose dispatcher failed (with ``cause``) cannot start."""
+    error = BrokenExecutor(
+        f"the pool's dispatcher failed ({type(cause).__name__}: {cause}), so the pool starts "
+        "no more calls"
+    )
+    error.__cause__ = cause
+    return error
+
+
+def _warn_not_stopped(worker: WorkerProcess, error: BaseException) -> None:
+    """Say that ``worker`` could not be stopped, and what that keeps."""
+    warnings.warn(
+        f"the pool could not stop its worker process (pid {worker.pid}): {error}; its grant "
+        f"{worker.grant!r} stays held until that process ends",
+        RuntimeWarning,
+        stacklevel=2,
+    )
 
 
 def _pickled(
