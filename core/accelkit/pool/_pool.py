@@ -20,6 +20,7 @@ import pickle
 import sys
 import threading
 import warnings
+import weakref
 from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import BrokenExecutor, Executor, Future
@@ -144,18 +145,16 @@ class AcceleratorPool(Executor):
                 raise _broken_pool(self._broken)
             if self._closing:
                 raise RuntimeError("cannot schedule new calls after shutdown")
-            self._pending.append(call)
             if self._dispatcher is None:
-                self._dispatcher = threading.Thread(
-                    target=self._dispatch, name="accelkit-pool", daemon=True
-                )
-                self._dispatcher.start()
+                self._dispatcher = self._start_dispatcher()
+            self._pending.append(call)
             self._condition.notify_all()
         return future
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """No more calls; with ``cancel_futures`` drop those not started; with ``wait`` return
-        once every call has finished and every worker has stopped (grants given back)."""
+        once every call has finished and every worker has stopped (grants given back). Without
+        ``wait`` the calls still run: the interpreter waits for them at exit."""
         with self._condition:
             self._closing = True
             if cancel_futures:
@@ -170,6 +169,16 @@ class AcceleratorPool(Executor):
             dispatcher.join()
 
     # -- dispatching -------------------------------------------------------------------------
+    def _start_dispatcher(self) -> threading.Thread:
+        """The thread that serves this pool's calls, which the interpreter waits for at exit."""
+        with _exit_lock:
+            if _exiting:
+                raise RuntimeError("cannot schedule new calls after interpreter shutdown")
+            _pools.add(self)
+        dispatcher = threading.Thread(target=self._dispatch, name="accelkit-pool", daemon=True)
+        dispatcher.start()
+        return dispatcher
+
     def _dispatch(self) -> None:
         """Serve calls in submission order until shut down and drained, then stop the workers.
 
@@ -303,11 +312,13 @@ class AcceleratorPool(Executor):
                 return
             self._busy += 1
         try:
-            threading.Thread(target=self._serve, args=(worker, call), daemon=True).start()
+            started = _start_thread(self._serve, worker, call)
         except BaseException as error:  # no thread to serve it (a thread limit): the pool breaks
             self._put_away(worker, stop=True)
             self._settle(call, error=error)
             raise
+        if not started:  # the interpreter exits, and this Python starts no thread then
+            self._serve(worker, call)
 
     def _serve(self, worker: WorkerProcess, call: _Call) -> None:
         """Run the call, keep or stop its worker, then settle the future. The future is settled
@@ -376,6 +387,46 @@ class AcceleratorPool(Executor):
             )
         with self._condition:
             self._condition.notify_all()
+
+
+_pools: weakref.WeakSet[AcceleratorPool] = weakref.WeakSet()
+"""The pools that have started a dispatcher (and are not collected): the interpreter waits for
+their calls before it exits."""
+_exiting = False
+"""Whether the interpreter is exiting: pools then start no more calls."""
+_exit_lock = threading.Lock()
+
+
+def _wait_at_exit() -> None:
+    """Shut every pool down and wait for its calls, as the interpreter waits for the pending
+    futures of ``concurrent.futures`` executors before it exits (``shutdown(wait=False)``
+    included): work that was submitted is done, not dropped, and the workers give their grants
+    back. ``threading`` calls this at exit before it joins its threads and before ``atexit``
+    handlers run, while worker processes can still be started."""
+    global _exiting
+    with _exit_lock:
+        _exiting = True
+        pools = list(_pools)
+    for pool in pools:
+        pool.shutdown(wait=True)
+
+
+# The hook concurrent.futures uses (private, in every supported Python): it runs at exit before
+# threading joins the program's own threads and before atexit handlers tear libraries down.
+threading._register_atexit(_wait_at_exit)  # type: ignore[attr-defined]
+
+
+def _start_thread(target: Callable[..., None], *args: Any) -> bool:
+    """Run ``target(*args)`` in a new daemon thread; False when the interpreter is exiting and
+    Python starts no more threads (3.12 refuses them from the exit hooks on), in which case the
+    caller runs it itself: the calls still waiting at exit then run one at a time."""
+    try:
+        threading.Thread(target=target, args=args, daemon=True).start()
+    except RuntimeError:
+        if _exiting:
+            return False
+        raise
+    return True
 
 
 def _broken_pool(cause: BaseException) -> BrokenExecutor:

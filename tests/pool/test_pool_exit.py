@@ -1,0 +1,46 @@
+"""A pool's submitted calls run to the end when the interpreter exits, as the pending futures of
+``concurrent.futures`` executors do, and its workers give their grants back."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from accelkit.ledger._ledger import Ledger
+
+EXITING = """
+import json, sys, time
+from pathlib import Path
+from accelkit import Node
+from accelkit.pool import AcceleratorPool
+
+def mark(path):
+    time.sleep(0.3)  # still running when the script's last line is done
+    Path(path).write_text("done")
+
+if __name__ == "__main__":
+    ledger, node_file, marker, ending = sys.argv[1:]
+    node = Node.from_dict(json.loads(Path(node_file).read_text()))
+    pool = AcceleratorPool(node, ledger=ledger)
+    pool.submit(mark, marker, resources={"GPU": 1}, max_calls=0)  # its worker then idles
+    if ending == "shutdown(wait=False)":
+        pool.shutdown(wait=False)
+"""
+
+
+@pytest.mark.parametrize("ending", ["nothing", "shutdown(wait=False)"])
+def test_the_interpreter_waits_for_submitted_calls_before_it_exits(
+    ledger: Ledger, node_files: dict[str, Path], tmp_path: Path, ending: str
+) -> None:
+    script, marker = tmp_path / "exiting.py", tmp_path / "marker"
+    script.write_text(EXITING)
+    node_file = str(node_files["nvidia-h100-8gpu"])
+    argv = [sys.executable, str(script), str(ledger.path), node_file, str(marker), ending]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert marker.read_text() == "done"
+    # The idle worker was stopped and its grant given back, not left for the ledger to reclaim.
+    assert json.loads(ledger.path.read_text())["grants"] == []
