@@ -1,12 +1,16 @@
 """A pool's workers live and die with the pool's process, take steps of their own grant, and
-take what the caller gives: a ledger by path, a function defined in a session without a script."""
+take what the caller gives: a ledger by path, a function defined in a session without a script,
+in a script or in a main module run with ``python -m``."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
 import time
+import types
+from importlib.machinery import ModuleSpec
 from pathlib import Path
 
 import pool_targets as targets
@@ -15,6 +19,7 @@ from accelkit import Node, Unsatisfiable
 from accelkit.ledger._holder import Holder
 from accelkit.ledger._ledger import Ledger
 from accelkit.pool._pool import AcceleratorPool
+from accelkit.pool._process import main_module
 
 PARENT = """
 import json, os, sys, time
@@ -111,6 +116,98 @@ def test_a_function_of_a_session_without_a_script(
     else:
         assert result.stdout.startswith("PicklingError double is defined in an interactive")
         assert "Install cloudpickle" in result.stdout
+
+
+MODULE_MAIN = """
+import json, sys
+from pathlib import Path
+from accelkit import Node
+from accelkit.pool import AcceleratorPool
+from .helpers import double  # a relative import: this module runs only as part of its package
+
+def task(x):
+    return double(x)
+
+if __name__ == "__main__":
+    node = Node.from_dict(json.loads(Path(sys.argv[2]).read_text()))
+    with AcceleratorPool(node, ledger=sys.argv[1]) as pool:
+        print(pool.submit(task, 21, resources={"GPU": 1}).result())
+"""
+
+
+def test_a_function_of_a_main_module_run_with_dash_m(
+    ledger: Ledger, node_files: dict[str, Path], tmp_path: Path
+) -> None:
+    """``python -m jobs.main``: the worker imports ``jobs.main`` by name, as multiprocessing
+    does, so its relative imports work (run as a file, they fail)."""
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "__init__.py").write_text("")
+    (tmp_path / "jobs" / "helpers.py").write_text("def double(x):\n    return 2 * x\n")
+    (tmp_path / "jobs" / "main.py").write_text(MODULE_MAIN)
+    argv = [sys.executable, "-m", "jobs.main", str(ledger.path)]
+    argv.append(str(node_files["nvidia-h100-8gpu"]))
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (0, "42\n"), result.stderr
+
+
+def test_how_a_worker_imports_the_callers_main(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As multiprocessing does: by name after ``python -m``, by path for a script; never a
+    package's ``__main__.py`` (it would run the program again) nor a session without a file."""
+    main = types.ModuleType("__main__")
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    main.__spec__ = ModuleSpec("jobs.main", None)
+    assert main_module() == ("name", "jobs.main")
+    main.__spec__ = ModuleSpec("jobs.__main__", None)
+    assert main_module() is None
+    main.__spec__ = None
+    main.__file__ = "/work/job.py"
+    assert main_module() == ("path", "/work/job.py")
+    del main.__file__
+    assert main_module() is None
+
+
+FAILING_MAIN = """
+import json, sys
+from pathlib import Path
+from accelkit import Node
+from accelkit.pool import AcceleratorPool
+
+if __name__ == "__mp_main__":  # how a worker imports this script
+    raise LookupError("this script only runs as a program")
+
+def task(x):
+    return x
+
+if __name__ == "__main__":
+    node = Node.from_dict(json.loads(Path(sys.argv[2]).read_text()))
+    with AcceleratorPool(node, ledger=sys.argv[1]) as pool:
+        for attempt in range(2):  # the same worker answers the second: its main failed once
+            error = pool.submit(task, 1, max_calls=0).exception()
+            print(json.dumps([type(error).__name__, str(error), str(error.__cause__)]))
+        print(pool.submit(len, "abc", max_calls=0).result())  # a call that needs no main
+"""
+
+
+def test_a_main_script_that_fails_in_the_worker_fails_the_call_saying_why(
+    ledger: Ledger, node_files: dict[str, Path], tmp_path: Path
+) -> None:
+    script = tmp_path / "job.py"
+    script.write_text(FAILING_MAIN)
+    argv = [sys.executable, str(script), str(ledger.path), str(node_files["nvidia-h100-8gpu"])]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    *failures, last = result.stdout.splitlines()
+    assert len(failures) == 2
+    for line in failures:
+        kind, message, cause = json.loads(line)
+        assert kind == "RuntimeError"
+        assert message == (
+            f"the worker could not import the caller's main module ({script}), where the "
+            "call's function or arguments are defined: LookupError: this script only runs as "
+            "a program"
+        )
+        assert f'File "{script}", line 8, in <module>' in cause  # the remote traceback
+    assert last == "3"
 
 
 def wait_for(path: Path, timeout: float = 60) -> str:

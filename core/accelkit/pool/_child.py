@@ -7,9 +7,10 @@ at import or first use). It imports nothing but the standard library before the 
 call's function, and its module, are unpickled here, in the prepared environment.
 
 Messages over the socket ``FD`` (``multiprocessing.connection`` framing): first the setup
-``{"sys_path": [...]}``; then, per call, ``(main_path, payload)`` where ``payload`` pickles
-``(fn, args, kwargs)`` and ``main_path`` is the caller's ``__main__`` script when the payload
-refers to it (None otherwise); each answer pickles ``(True, result)`` or
+``{"sys_path": [...]}``; then, per call, ``(main, payload)`` where ``payload`` pickles
+``(fn, args, kwargs)`` and ``main`` says how to import the caller's ``__main__`` when the
+payload refers to it (None otherwise): ``("name", "pkg.mod")`` for ``python -m pkg.mod``,
+``("path", "/x/job.py")`` for a script. Each answer pickles ``(True, result)`` or
 ``(False, exception, traceback_text)``. The process ends when the pool closes the socket.
 
 It also ends with the pool's process, however that ends (a kill -9 included), even in the middle
@@ -30,7 +31,7 @@ import time
 import traceback
 import types
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Optional
 
 __all__ = ["MAIN_ALIAS", "main"]
 
@@ -53,15 +54,19 @@ def main(argv: list[str]) -> int:
     setup = connection.recv()
     sys.path[:] = setup["sys_path"]
     imported_main = False
+    main_failure: Optional[bytes] = None
     while True:
         try:
-            main_path, payload = connection.recv()
+            main, payload = connection.recv()
         except EOFError:
             return 0
-        if main_path is not None and not imported_main:
-            _import_main(main_path)
-            imported_main = True
-        connection.send_bytes(_answer(payload))
+        if main is not None and not imported_main:
+            imported_main = True  # once: a second try would run its top level again
+            main_failure = _import_main(main)
+        if main is not None and main_failure is not None:
+            connection.send_bytes(main_failure)
+        else:
+            connection.send_bytes(_answer(payload))
 
 
 def _answer(payload: bytes) -> bytes:
@@ -71,6 +76,11 @@ def _answer(payload: bytes) -> bytes:
         outcome: tuple[Any, ...] = (True, fn(*args, **kwargs))
     except BaseException as error:
         outcome = (False, error, traceback.format_exc())
+    return _encoded(outcome)
+
+
+def _encoded(outcome: tuple[Any, ...]) -> bytes:
+    """An answer as bytes; a stand-in error when the outcome cannot be pickled."""
     try:
         return pickle.dumps(outcome)
     except Exception as error:
@@ -101,11 +111,28 @@ def _watch(parent: int) -> None:
     os._exit(_ORPHAN_EXIT)
 
 
-def _import_main(path: str) -> None:
-    """Import the caller's script as ``__mp_main__`` and let ``__main__`` name it too."""
+def _import_main(main: tuple[str, str]) -> Optional[bytes]:
+    """Import the caller's ``__main__`` as ``__mp_main__`` and let ``__main__`` name it too, as
+    ``multiprocessing`` does: by module name after ``python -m pkg.mod`` (so its relative
+    imports work), else by path. None once imported; else the answer to every call that refers
+    to it, an error saying that the import failed and why (its top level raised, or exited)."""
+    how, where = main
+    try:
+        if how == "name":
+            content = runpy.run_module(where, run_name=MAIN_ALIAS, alter_sys=True)
+        else:
+            content = runpy.run_path(where, run_name=MAIN_ALIAS)
+    except BaseException as error:
+        script = f"python -m {where}" if how == "name" else where
+        failure = RuntimeError(
+            f"the worker could not import the caller's main module ({script}), where the call's "
+            f"function or arguments are defined: {type(error).__name__}: {error}"
+        )
+        return _encoded((False, failure, traceback.format_exc()))
     module = types.ModuleType(MAIN_ALIAS)
-    module.__dict__.update(runpy.run_path(path, run_name=MAIN_ALIAS))
+    module.__dict__.update(content)
     sys.modules[MAIN_ALIAS] = sys.modules["__main__"] = module
+    return None
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from accelkit.errors import WorkerCrashed
 from accelkit.schedule._grant import Grant
 from accelkit.schedule._worker_env import worker_environ
 
-__all__ = ["RemoteTraceback", "WorkerProcess", "main_path"]
+__all__ = ["RemoteTraceback", "WorkerProcess", "main_module"]
 
 _STOP_SECONDS = 5.0
 """How long a worker told to stop may take to exit before it is killed."""
@@ -66,7 +66,7 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def call(self, payload: bytes, main: Optional[str], name: str) -> Any:
+    def call(self, payload: bytes, main: Optional[tuple[str, str]], name: str) -> Any:
         """Run one pickled call; its result, or raise its exception (or WorkerCrashed)."""
         try:
             self._connection.send((main, payload))
@@ -107,7 +107,15 @@ class WorkerProcess:
         )
 
 
-def main_path() -> Optional[str]:
-    """The caller's ``__main__`` script (a worker imports it to find functions defined there)."""
-    path = getattr(sys.modules.get("__main__"), "__file__", None)
-    return path if isinstance(path, str) and path.endswith(".py") else None
+def main_module() -> Optional[tuple[str, str]]:
+    """How a worker imports the caller's ``__main__`` to find what is defined there, as
+    ``multiprocessing`` does: ``("name", "pkg.mod")`` after ``python -m pkg.mod``,
+    ``("path", "/x/job.py")`` for a script. None when no worker can: a session without a script
+    file (a REPL, a notebook, ``python -c``), or a package's ``__main__.py``, which would run
+    the program again."""
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    if isinstance(name, str):
+        return None if name == "__main__" or name.endswith(".__main__") else ("name", name)
+    path = getattr(main, "__file__", None)
+    return ("path", path) if isinstance(path, str) and path.endswith(".py") else None
