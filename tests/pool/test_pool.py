@@ -94,6 +94,28 @@ def test_an_exception_comes_back_with_its_remote_traceback(ledger: Ledger) -> No
     assert ledger.grants() == []
 
 
+def test_an_exception_that_cannot_be_unpickled_comes_back_as_a_stand_in(ledger: Ledger) -> None:
+    """Not as the TypeError of its unpickling, which has nothing to do with the call."""
+    with pool_of(ledger) as pool:
+        error = pool.submit(targets.raise_two_part_error, resources={"GPU": 1}).exception()
+        assert pool.submit(targets.add, 1, resources={"GPU": 1}).result() == 1  # the pool goes on
+    assert isinstance(error, RuntimeError)
+    assert str(error).startswith(
+        "the call's exception TwoPartError('boom: details') pickles, but cannot be unpickled: "
+    )
+    assert 'raise TwoPartError("boom", "details")' in str(error.__cause__)
+
+
+def test_a_result_that_cannot_be_unpickled_fails_the_call_saying_so(ledger: Ledger) -> None:
+    with pool_of(ledger) as pool:
+        error = pool.submit(targets.return_two_part_error, resources={"GPU": 1}).exception()
+    assert isinstance(error, RuntimeError)
+    assert str(error).startswith(
+        "the answer of return_two_part_error cannot be unpickled in the pool: TypeError: "
+    )
+    assert ledger.grants() == []
+
+
 def test_a_crashing_call_fails_its_future_and_its_grant_returns(ledger: Ledger) -> None:
     with pool_of(ledger) as pool:
         future = pool.submit(targets.exit_abruptly, 3, resources={"GPU": 2}, max_calls=0)

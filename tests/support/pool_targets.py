@@ -59,3 +59,19 @@ def take_step(node_file: str) -> tuple[str, dict[str, list[str]] | None]:
     ledger = Ledger(None, Node.from_dict(json.loads(Path(node_file).read_text())))
     step = ledger.acquire({"GPU": 1})
     return os.environ["CUDA_VISIBLE_DEVICES"], None if step is None else step.ids
+
+
+class TwoPartError(Exception):
+    """An exception that pickles, but cannot be unpickled: it gives ``Exception`` one argument
+    and takes two, and unpickling calls it with the one."""
+
+    def __init__(self, what: str, why: str) -> None:
+        super().__init__(f"{what}: {why}")
+
+
+def raise_two_part_error() -> None:
+    raise TwoPartError("boom", "details")
+
+
+def return_two_part_error() -> TwoPartError:
+    return TwoPartError("boom", "details")

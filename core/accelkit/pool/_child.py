@@ -80,13 +80,28 @@ def _answer(payload: bytes) -> bytes:
 
 
 def _encoded(outcome: tuple[Any, ...]) -> bytes:
-    """An answer as bytes; a stand-in error when the outcome cannot be pickled."""
+    """An answer as bytes. An outcome that cannot be pickled, or an exception that pickles but
+    cannot be unpickled (its class takes other arguments than it gives ``Exception``), becomes a
+    stand-in ``RuntimeError`` that names it, with the call's traceback: the pool would otherwise
+    raise an error of its own unpickling, unrelated to the call. Results are not unpickled
+    here, which could cost as much as the call; the pool says when it cannot read one."""
     try:
-        return pickle.dumps(outcome)
+        data = pickle.dumps(outcome)
     except Exception as error:
-        what = "result" if outcome[0] else f"exception {outcome[1]!r}"
-        stand_in = RuntimeError(f"the call's {what} cannot be pickled back to the pool: {error}")
-        return pickle.dumps((False, stand_in, outcome[2] if len(outcome) > 2 else ""))
+        return _stand_in(outcome, f"cannot be pickled back to the pool: {error}")
+    if not outcome[0]:
+        try:
+            pickle.loads(data)
+        except Exception as error:
+            return _stand_in(outcome, f"pickles, but cannot be unpickled: {error}")
+    return data
+
+
+def _stand_in(outcome: tuple[Any, ...], why: str) -> bytes:
+    """The answer that replaces an outcome the pool cannot read: a ``RuntimeError`` saying why."""
+    what = "result" if outcome[0] else f"exception {outcome[1]!r}"
+    stand_in = RuntimeError(f"the call's {what} {why}")
+    return pickle.dumps((False, stand_in, outcome[2] if len(outcome) > 2 else ""))
 
 
 def _end_with(parent: int) -> None:

@@ -75,7 +75,13 @@ class WorkerProcess:
             raise self._crashed(name) from None
         finally:
             self.calls += 1
-        outcome = pickle.loads(answer)
+        try:
+            outcome = pickle.loads(answer)
+        except Exception as unreadable:  # a result that pickles but cannot be unpickled
+            raise RuntimeError(
+                f"the answer of {name} cannot be unpickled in the pool: "
+                f"{type(unreadable).__name__}: {unreadable}"
+            ) from unreadable
         if outcome[0]:
             return outcome[1]
         error: BaseException = outcome[1]
