@@ -5,6 +5,7 @@ in a script or in a main module run with ``python -m``."""
 from __future__ import annotations
 
 import json
+import pickle
 import signal
 import subprocess
 import sys
@@ -12,12 +13,14 @@ import time
 import types
 from importlib.machinery import ModuleSpec
 from pathlib import Path
+from typing import Any
 
 import pool_targets as targets
 import pytest
 from accelkit import Node, Unsatisfiable
 from accelkit.ledger._holder import Holder
 from accelkit.ledger._ledger import Ledger
+from accelkit.pool._payload import pickled_call
 from accelkit.pool._pool import AcceleratorPool
 from accelkit.pool._process import main_module
 
@@ -164,6 +167,54 @@ def test_how_a_worker_imports_the_callers_main(monkeypatch: pytest.MonkeyPatch) 
     assert main_module() == ("path", "/work/job.py")
     del main.__file__
     assert main_module() is None
+
+
+def main_of_a_session(monkeypatch: pytest.MonkeyPatch, file: str | None = None) -> Any:
+    """A ``__main__`` as a session has it (no script file: a REPL, ``python -c``) or, given
+    ``file``, as a script has it; cloudpickle hidden, as where it is not installed."""
+    main = types.ModuleType("__main__")
+    main.__spec__ = None
+    if file is not None:
+        main.__file__ = file
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    monkeypatch.setitem(sys.modules, "cloudpickle", None)
+    return main
+
+
+def test_an_argument_that_only_says___main___refers_to_nothing_there(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``pool.submit(len, "__main__")`` from ``python -c``: nothing of ``__main__`` is sent,
+    so there is nothing to refuse (the pool took the bytes for a reference to it)."""
+    main_of_a_session(monkeypatch)
+    payload, main = pickled_call(len, ("__main__",), {"name": "__main__"}, "len")
+    assert main is None
+    assert pickle.loads(payload) == (len, ("__main__",), {"name": "__main__"})
+
+
+def test_what_is_defined_in___main___is_found_by_importing_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A function or class of the script, or an instance of such a class, however deep in the
+    arguments; from a session without a script, submit refuses it without cloudpickle."""
+    main = main_of_a_session(monkeypatch, "/work/job.py")
+
+    def double(x: int) -> int:
+        return 2 * x
+
+    class Shard:
+        pass
+
+    for defined in (double, Shard):
+        defined.__module__, defined.__qualname__ = "__main__", defined.__name__
+        setattr(main, defined.__name__, defined)
+    script = ("path", "/work/job.py")
+    assert pickled_call(double, (1,), {}, "double")[1] == script
+    assert pickled_call(len, ([{"shard": Shard()}],), {}, "len")[1] == script
+    assert pickled_call(len, (), {"kind": Shard}, "len")[1] == script
+    del main.__file__
+    with pytest.raises(pickle.PicklingError, match="double is defined in an interactive"):
+        pickled_call(double, (1,), {}, "double")
 
 
 FAILING_MAIN = """

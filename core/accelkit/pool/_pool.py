@@ -16,8 +16,6 @@ stops idle workers when it needs their room. Calls wait in submission order.
 from __future__ import annotations
 
 import os
-import pickle
-import sys
 import threading
 import warnings
 import weakref
@@ -31,7 +29,8 @@ from accelkit.errors import WorkerCrashed
 from accelkit.ledger._holder import Holder
 from accelkit.ledger._identity import fingerprint
 from accelkit.ledger._ledger import Ledger
-from accelkit.pool._process import WorkerProcess, main_module
+from accelkit.pool._payload import pickled_call
+from accelkit.pool._process import WorkerProcess
 from accelkit.schedule._request import validate_request
 
 if TYPE_CHECKING:
@@ -136,7 +135,7 @@ class AcceleratorPool(Executor):
                 f"a larger whole number (recycle after that many calls), not {max_calls!r}"
             )
         name = getattr(fn, "__qualname__", repr(fn))
-        payload, main = _pickled(fn, args, kwargs, name)
+        payload, main = pickled_call(fn, args, kwargs, name)
         future: Future[T] = Future()
         key = (tuple(sorted((name, repr(q)) for name, q in request.items())), max_calls)
         call = _Call(future, payload, main, name, request, key)
@@ -447,41 +446,3 @@ def _warn_not_stopped(worker: WorkerProcess, error: BaseException) -> None:
         RuntimeWarning,
         stacklevel=2,
     )
-
-
-def _pickled(
-    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], name: str
-) -> tuple[bytes, Optional[tuple[str, str]]]:
-    """The call as bytes for a worker, and how the worker imports the caller's ``__main__``
-    first to find what the call names there (:func:`~accelkit.pool._process.main_module`;
-    None: it names nothing there).
-
-    Functions are pickled by reference, which a worker resolves by importing their module. A
-    ``__main__`` without a script (a REPL, a notebook, ``python -c``) cannot be imported, nor
-    can a package's ``__main__.py``: ``cloudpickle``, when installed, sends what it defines by
-    value; without it, a clear ``pickle.PicklingError`` says so, rather than an
-    ``AttributeError`` from the worker.
-    """
-    payload = pickle.dumps((fn, args, kwargs))
-    if b"__main__" not in payload:
-        return payload, None
-    main = main_module()
-    if main is not None:
-        return payload, main
-    try:
-        import cloudpickle
-    except ImportError:
-        raise pickle.PicklingError(
-            f"{name} is defined in {_unimportable_main()}, which a worker process cannot "
-            "import. Install cloudpickle (pip install cloudpickle) to send such functions by "
-            "value, or define the function in a module or a script"
-        ) from None
-    return cloudpickle.dumps((fn, args, kwargs)), None
-
-
-def _unimportable_main() -> str:
-    """What the caller's ``__main__`` is, when no worker can import it."""
-    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    if spec is not None:
-        return f"{spec.name} (a package's __main__, which would run the program again)"
-    return f"an interactive session ({sys.argv[0] or 'the REPL'}: __main__ without a script file)"
