@@ -139,20 +139,31 @@ def from_nvml(host: Host) -> Optional[list[Device]]:
 
 def nvml_gpu(nvml: Any, index: int) -> list[Device]:
     """GPU ``index`` as one device, or its MIG instances when MIG is enabled on it, as its
-    compute mode lets them be offered (``modes``); a fact it cannot answer is left empty."""
+    compute mode lets them be offered (``modes``); a fact it cannot answer is left empty.
+
+    A MIG-enabled GPU is not asked for its own memory: NVML answers it only to a caller holding
+    the MIG monitor capability and refuses everyone else (``NVMLError_NoPermission``, nvml.h's
+    nvmlDeviceGetMemoryInfo; the rule in most containers), and each instance reports its own."""
     handle, who = nvml.nvmlDeviceGetHandleByIndex(index), f"GPU {index}"
     pci = field(nvml, "nvmlDeviceGetPciInfo", handle, "PCI bus id", who)
     minor = field(nvml, "nvmlDeviceGetMinorNumber", handle, "device minor", who)
-    whole = gpu(index, *nvml_facts(nvml, handle, who), None if pci is None else pci.busId, minor)
+    in_mig_mode = mig_enabled(nvml, handle)
+    facts = nvml_facts(nvml, handle, who, memory=not in_mig_mode)
+    whole = gpu(index, *facts, None if pci is None else pci.busId, minor)
     mode = field(nvml, "nvmlDeviceGetComputeMode", handle, "compute mode", who)
-    return offered(nvml_partitions(nvml, handle, whole), mode, index)
+    devices = nvml_partitions(nvml, handle, whole) if in_mig_mode else [whole]
+    return offered(devices, mode, index)
+
+
+def mig_enabled(nvml: Any, handle: object) -> bool:
+    """Whether MIG is enabled on a GPU; a GPU without MIG answers "not supported"."""
+    mig_mode = optional_call(nvml.nvmlDeviceGetMigMode, handle, errors=nvml.NVMLError)
+    return bool(mig_mode) and mig_mode[0] == nvml.NVML_DEVICE_MIG_ENABLE
 
 
 def nvml_partitions(nvml: Any, handle: object, whole: Device) -> list[Device]:
-    """The GPU whole, or its MIG instances when MIG is enabled on it."""
-    mig_mode = optional_call(nvml.nvmlDeviceGetMigMode, handle, errors=nvml.NVMLError)
-    if not mig_mode or mig_mode[0] != nvml.NVML_DEVICE_MIG_ENABLE:  # no MIG: "not supported"
-        return [whole]
+    """The MIG instances of a MIG-enabled GPU, each a device of its own (``whole`` gives them
+    their parent's facts)."""
     # An NVML error from here on fails the layer: the next ones leave this GPU out, with a note.
     slots = range(nvml.nvmlDeviceGetMaxMigDeviceCount(handle))
     instances = [d for slot in slots for d in mig_instance(nvml, handle, slot, whole)]

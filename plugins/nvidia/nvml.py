@@ -50,16 +50,21 @@ def field(nvml: Any, call: str, handle: object, what: str, who: str) -> Any:
 
 
 def nvml_facts(
-    nvml: Any, handle: object, who: str
+    nvml: Any, handle: object, who: str, *, memory: bool = True
 ) -> tuple[Optional[str], Optional[str], Optional[int]]:
     """Name, UUID and memory in bytes of a GPU or MIG instance handle, each None where the
-    device cannot answer (``who`` names it in the notes until its name and UUID are known)."""
+    device cannot answer (``who`` names it in the notes until its name and UUID are known).
+
+    ``memory`` False leaves the memory unasked (None): for a MIG-enabled GPU, whose own memory
+    NVML refuses to most callers and whose instances each report theirs."""
     name, uuid = (field(nvml, call, handle, what, who) for call, what in _TEXT)
     name, uuid = (None if v is None else decode(v) for v in (name, uuid))
+    if not memory:
+        return name, uuid, None
     if name and uuid:
         who = f"{name} ({uuid})"
-    memory = field(nvml, "nvmlDeviceGetMemoryInfo", handle, "memory", who)
-    return name, uuid, None if memory is None else memory.total
+    info = field(nvml, "nvmlDeviceGetMemoryInfo", handle, "memory", who)
+    return name, uuid, None if info is None else info.total
 
 
 _TEXT = (("nvmlDeviceGetName", "name"), ("nvmlDeviceGetUUID", "UUID"))

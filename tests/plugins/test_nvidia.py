@@ -247,6 +247,26 @@ def test_mig_instances_are_devices_on_the_node(tmp_path: pathlib.Path) -> None:
     assert node.resources["accelerator_type:A100"] == 1.0
 
 
+@pytest.mark.parametrize("mig_monitor", [False, True])
+def test_a_mig_gpu_is_not_asked_its_own_memory(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], mig_monitor: bool
+) -> None:
+    # nvml.h: in MIG mode a GPU's own memory is answered only to a privileged caller (the MIG
+    # monitor capability), NO_PERMISSION to others: the usual answer inside a container.
+    gpus = mig_node()
+    nvml = emulated_pynvml(gpus, mig_monitor=mig_monitor)
+    host = host_with(tmp_path, gpus, nvml=nvml, smi=(0, nvidia_hosts.nvidia_smi_output(gpus)))
+    devices, notes = run_detect(MANAGER, host)
+    assert [(d.id, d.source, d.memory_bytes) for d in devices] == [
+        (A100_MIGS[0].uuid, "library", A100_MIGS[0].memory_bytes),
+        (A100_MIGS[1].uuid, "library", A100_MIGS[1].memory_bytes),
+        ("1", "library", gpus[1].memory_bytes),
+        ("2", "library", gpus[2].memory_bytes),
+    ]
+    assert "warning" not in notes
+    assert "does not report its memory" not in notes
+
+
 def test_a_mig_gpu_without_instances_is_left_out(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any]
 ) -> None:
@@ -259,13 +279,14 @@ def test_a_mig_gpu_without_instances_is_left_out(
 def test_mig_instances_nvml_cannot_list_leave_the_gpu_out(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any]
 ) -> None:
+    # nvml.h lists UNINITIALIZED, INVALID_ARGUMENT and UNKNOWN for nvmlDeviceGetMaxMigDeviceCount
     gpus = mig_node()
-    denied = {"nvmlDeviceGetMaxMigDeviceCount": pynvml.NVML_ERROR_NO_PERMISSION}
-    nvml = emulated_pynvml(gpus, errors=denied)
+    failing = {"nvmlDeviceGetMaxMigDeviceCount": pynvml.NVML_ERROR_UNKNOWN}
+    nvml = emulated_pynvml(gpus, errors=failing)
     host = host_with(tmp_path, gpus, nvml=nvml, smi=(0, nvidia_hosts.nvidia_smi_output(gpus)))
     devices, notes = run_detect(MANAGER, host)
     assert [d.id for d in devices] == ["1", "2"]
-    assert "NVMLError_NoPermission: Insufficient Permissions" in notes
+    assert "library layer failed: NVMLError_Unknown: Unknown Error" in notes
     assert "warning: GPU 0 is left out: MIG is enabled" in notes
     assert nvml.calls["nvmlShutdown"] == 1
 

@@ -258,6 +258,9 @@ NVML_FAILURES: dict[str, Callable[[Any], object]] = {
     "an empty MIG slot": lambda nvml: nvml.nvmlDeviceGetMigDeviceHandleByIndex(
         nvml_gpu(nvml, 0), 2
     ),
+    "the own memory of a GPU in MIG mode": lambda nvml: nvml.nvmlDeviceGetMemoryInfo(
+        nvml_gpu(nvml, 0)
+    ),
 }
 
 
@@ -345,6 +348,25 @@ def test_nvml_utilization_is_an_idle_gpu_and_not_supported_in_mig_mode() -> None
         error = raised(lambda: nvml.nvmlDeviceGetUtilizationRates(handle))  # noqa: B023
         assert type(error).__name__ == "NVMLError_NotSupported"
     assert nvml.calls["nvmlDeviceGetUtilizationRates"] == 4
+
+
+def test_nvml_answers_a_mig_gpus_own_memory_only_with_the_mig_monitor_capability() -> None:
+    """nvml.h, nvmlDeviceGetMemoryInfo: "In MIG mode, if device handle is provided, the API
+    returns aggregate information, only if the caller has appropriate privileges"."""
+    gpus = nvidia.fake_gpus(2, name="NVIDIA A100-SXM4-40GB")
+    gpus[0] = dataclasses.replace(gpus[0], migs=A100_MIGS)
+    for mig_monitor in (False, True):
+        nvml = emulated_pynvml(gpus, mig_monitor=mig_monitor)
+        in_mig_mode = nvml_gpu(nvml, 0)
+        instance = nvml.nvmlDeviceGetMigDeviceHandleByIndex(in_mig_mode, 0)
+        whole = nvml.nvmlDeviceGetHandleByIndex(1)
+        assert nvml.nvmlDeviceGetMemoryInfo(instance).total == A100_MIGS[0].memory_bytes
+        assert nvml.nvmlDeviceGetMemoryInfo(whole).total == gpus[1].memory_bytes
+        if mig_monitor:
+            assert nvml.nvmlDeviceGetMemoryInfo(in_mig_mode).total == gpus[0].memory_bytes
+        else:
+            error = raised(lambda: nvml.nvmlDeviceGetMemoryInfo(in_mig_mode))  # noqa: B023
+            assert type(error).__name__ == "NVMLError_NoPermission"
 
 
 def test_a_handle_order_that_is_not_a_permutation_is_refused(amdsmi_dir: pathlib.Path) -> None:

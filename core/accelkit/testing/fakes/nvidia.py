@@ -71,6 +71,11 @@ class FakeGpu:
     mig_slots: int = 7
     compute_mode: int = 0
 
+    @property
+    def mig_enabled(self) -> bool:
+        """MIG is supported and enabled: the GPU is split into its ``migs``."""
+        return self.migs is not None and self.mig_mode == 1
+
 
 def fake_gpus(count: int, name: str = "NVIDIA H100 80GB HBM3") -> list[FakeGpu]:
     """``count`` GPUs (up to 8) of one model in bus order; the upper half on NUMA node 1."""
@@ -118,10 +123,15 @@ def _nvml_error(name: str, text: str) -> type[NVMLError]:
     return type(f"NVMLError_{name}", (NVMLError,), {"__init__": init, "__module__": "pynvml"})
 
 
-def fake_pynvml(gpus: Sequence[FakeGpu], *, text_as_bytes: bool = False) -> ModuleType:
+def fake_pynvml(
+    gpus: Sequence[FakeGpu], *, text_as_bytes: bool = False, mig_monitor: bool = False
+) -> ModuleType:
     """A module standing in for ``pynvml`` (nvidia-ml-py) over ``gpus``, in NVML index order.
 
     ``text_as_bytes`` makes names, UUIDs and bus ids ``bytes``, as older releases return them.
+    ``mig_monitor`` is whether the caller holds the MIG monitor capability: without it, the
+    default, a MIG-enabled GPU's own memory query raises ``NVMLError_NoPermission``, as
+    :func:`~accelkit.testing.fakes.nvml_c.emulated_pynvml` explains.
     The module counts ``calls["nvmlInit"]`` and ``calls["nvmlShutdown"]``; tests may replace any
     of its functions to make a call fail, raising the module's ``NVMLError_*`` classes (those of
     :data:`NVML_ERRORS`), which have the real wrapper's names and messages. Where the real
@@ -152,6 +162,12 @@ def fake_pynvml(gpus: Sequence[FakeGpu], *, text_as_bytes: bool = False) -> Modu
         if h[0].migs is None:
             raise errors["NotSupported"]()
         return [h[0].mig_mode, h[0].mig_mode]
+
+    def memory_info(h: tuple[FakeGpu, Optional[FakeMig]]) -> SimpleNamespace:
+        device = part(h)
+        if h[1] is None and h[0].mig_enabled and not mig_monitor:
+            raise errors["NoPermission"]()
+        return SimpleNamespace(total=device.memory_bytes, free=device.memory_bytes, used=0)
 
     def compute_mode(h: tuple[FakeGpu, Optional[FakeMig]]) -> int:
         ready()
@@ -188,9 +204,7 @@ def fake_pynvml(gpus: Sequence[FakeGpu], *, text_as_bytes: bool = False) -> Modu
         nvmlDeviceGetHandleByIndex=handle,
         nvmlDeviceGetName=lambda h: text(part(h).name),
         nvmlDeviceGetUUID=lambda h: text(part(h).uuid),
-        nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(
-            total=part(h).memory_bytes, free=part(h).memory_bytes, used=0
-        ),
+        nvmlDeviceGetMemoryInfo=memory_info,
         nvmlDeviceGetPciInfo=lambda h: SimpleNamespace(busId=text("0000" + h[0].bus_id.upper())),
         nvmlDeviceGetMigMode=mig_mode,
         nvmlDeviceGetComputeMode=compute_mode,

@@ -13,8 +13,9 @@ Rules of the real library kept here: every device call before ``nvmlInit`` (and 
 ``nvmlShutdown``) answers ``NVML_ERROR_UNINITIALIZED``; a GPU without MIG answers
 ``NVML_ERROR_NOT_SUPPORTED`` to the MIG queries; an empty MIG slot answers
 ``NVML_ERROR_NOT_FOUND``; a GPU in MIG mode, or a MIG instance, does not report its utilization
-(``NVML_ERROR_NOT_SUPPORTED``); a function this emulation does not know is
-``NVML_ERROR_FUNCTION_NOT_FOUND``, as a symbol missing from an older driver's library is.
+(``NVML_ERROR_NOT_SUPPORTED``); a GPU in MIG mode reports its own memory only to a caller with
+the MIG monitor capability (else ``NVML_ERROR_NO_PERMISSION``); a function this emulation does not
+know is ``NVML_ERROR_FUNCTION_NOT_FOUND``, as a symbol missing from an older driver's library is.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ def emulated_pynvml(
     init_error: Optional[int] = None,
     unsupported: Collection[str] = (),
     errors: Optional[Mapping[str, int]] = None,
+    mig_monitor: bool = False,
 ) -> ModuleType:
     """A fresh copy of the real ``pynvml`` whose C library is emulated over ``gpus``.
 
@@ -84,11 +86,20 @@ def emulated_pynvml(
     memory queries answer ``NVML_ERROR_NOT_SUPPORTED``. ``errors`` maps C function names to the
     return code they answer on every call (``{"nvmlDeviceGetName": NVML_ERROR_UNKNOWN}``).
 
+    ``mig_monitor`` is whether the caller holds the MIG monitor capability
+    (``/proc/driver/nvidia/capabilities/mig/monitor``; a container gets it only with
+    ``NVIDIA_MIG_MONITOR_DEVICES=all``). nvml.h's nvmlDeviceGetMemoryInfo answers a MIG-enabled
+    GPU's own (aggregate) memory "only if the caller has appropriate privileges", and refuses
+    the others with ``NVML_ERROR_NO_PERMISSION``: what a process in a container gets
+    (NVIDIA/k8s-device-plugin#399, NVIDIA/nvidia-container-toolkit#842). Refused is the default,
+    because it is where accelkit's workers run and because code that copes with the refusal
+    also works where the memory is answered. MIG instances always report their own memory.
+
     The module also carries ``calls``: how often each C function was called, by its C name
     (``calls["nvmlShutdown"]``), so tests can check sessions are closed.
     """
     module = load_fresh("pynvml", "nvidia-ml-py", source)
-    library = EmulatedNvml(module, gpus, init_error, frozenset(unsupported))
+    library = EmulatedNvml(module, gpus, init_error, frozenset(unsupported), mig_monitor)
     library.functions.update({name: failing(code) for name, code in (errors or {}).items()})
     module.__dict__.update(
         _LoadNvmlLibrary=library.load,
@@ -107,11 +118,13 @@ class EmulatedNvml:
         gpus: Sequence[FakeGpu],
         init_error: Optional[int],
         unsupported: frozenset[str],
+        mig_monitor: bool,
     ) -> None:
         self.wrapper = module
         self.gpus = list(gpus)
         self.init_error = init_error
         self.unsupported = unsupported
+        self.mig_monitor = mig_monitor
         self.sessions = 0  # NVML counts nvmlInit calls and shuts down at the matching last one
         self.calls: collections.Counter[str] = collections.Counter()
         mig_query, query = self.on_device(mig=True), self.on_device()
@@ -237,9 +250,12 @@ class EmulatedNvml:
         return self.code("NVML_SUCCESS")
 
     def memory_info(self, part: Part, memory: Any) -> int:
-        """nvmlDeviceGetMemoryInfo(_v2)(nvmlDevice_t, nvmlMemory_t *): total, free, used."""
+        """nvmlDeviceGetMemoryInfo(_v2)(nvmlDevice_t, nvmlMemory_t *): total, free, used; a
+        MIG-enabled GPU's own memory only to a caller with the MIG monitor capability."""
         if part.uuid in self.unsupported:
             return self.code("NVML_ERROR_NOT_SUPPORTED")
+        if part.mig is None and part.gpu.mig_enabled and not self.mig_monitor:
+            return self.code("NVML_ERROR_NO_PERMISSION")
         fill(target(memory), total=part.memory_bytes, free=part.memory_bytes, used=0)
         return self.code("NVML_SUCCESS")
 
