@@ -16,7 +16,8 @@ A GPU's compute mode (``modes``) decides how it is offered: not at all in ``Proh
 is returned with ``offered=False``: CUDA counts it, so ``CUDA_VISIBLE_DEVICES`` reads on past
 it), and whole, to one grant at a time, in ``Exclusive_Process`` (``Device.exclusive``). A fact
 one GPU cannot give NVML (memory on a GB10, PCI facts on a Jetson) is left empty with a note;
-the GPU stays (``nvml``).
+the GPU stays (``nvml``). A GPU NVML counts but will not open for this process (a device cgroup
+denies its file) is left out with a warning, and the others are still read (``opened``).
 
 Detection: NVML (``pynvml``, no CUDA context), else ``nvidia-smi``'s CSV query, else
 ``/proc/driver/nvidia/gpus/<bus id>/information`` numbered by bus id, as NVML numbers them, else
@@ -46,7 +47,7 @@ from accelkit.detect import (
 
 from .cuda_visible import cuda_ids, names_uuid
 from .modes import offered, smi_modes
-from .nvml import field, nvml_facts, optional_call
+from .nvml import field, nvml_facts, opened, optional_call
 from .proc import PROC_GPUS, device_minor, information, proc_minor
 from .tegra import from_tegra_files
 
@@ -144,7 +145,9 @@ def nvml_gpu(nvml: Any, index: int) -> list[Device]:
     A MIG-enabled GPU is not asked for its own memory: NVML answers it only to a caller holding
     the MIG monitor capability and refuses everyone else (``NVMLError_NoPermission``, nvml.h's
     nvmlDeviceGetMemoryInfo; the rule in most containers), and each instance reports its own."""
-    handle, who = nvml.nvmlDeviceGetHandleByIndex(index), f"GPU {index}"
+    handle, who = opened(nvml, index), f"GPU {index}"
+    if handle is None:
+        return []
     pci = field(nvml, "nvmlDeviceGetPciInfo", handle, "PCI bus id", who)
     minor = field(nvml, "nvmlDeviceGetMinorNumber", handle, "device minor", who)
     in_mig_mode = mig_enabled(nvml, handle)

@@ -4,7 +4,8 @@ A GPU answers ``NVMLError_NotSupported`` to a query it has no answer for (memory
 vGPU, MIG mode on a GPU without MIG, PCI facts, memory and compute mode on a Jetson's integrated
 GPU), and a library older than the call answers ``NVMLError_FunctionNotFound``. Either costs that
 field only: it is left empty with a note and the GPU is kept. Any other error still fails the
-layer, so the next one answers.
+layer, so the next one answers. A GPU NVML counts but will not open for this process costs
+that GPU only (``opened``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, Callable, Optional, Union
 from accelkit import note
 from accelkit.detect import decode
 
-__all__ = ["UNANSWERED", "field", "nvml_facts", "optional_call", "unanswered"]
+__all__ = ["UNANSWERED", "field", "nvml_facts", "opened", "optional_call", "unanswered"]
 
 ExceptionTypes = Union["type[BaseException]", "tuple[type[BaseException], ...]"]
 """What ``except`` takes: one exception class or a tuple of them."""
@@ -47,6 +48,26 @@ def field(nvml: Any, call: str, handle: object, what: str, who: str) -> Any:
     except unanswered(nvml) as error:
         note(f"{who} does not report its {what} to NVML ({type(error).__name__}); left empty")
         return None
+
+
+def opened(nvml: Any, index: int) -> Optional[object]:
+    """GPU ``index``'s NVML handle; None, with a warning, for a GPU this process may not open.
+
+    NVML counts every GPU, "even if nvmlDeviceGetHandleByIndex_v2 returns
+    NVML_ERROR_NO_PERMISSION for such device" (nvml.h): a GPU whose device file this process
+    may not open (a device cgroup denies it, or the file's mode). No process here can use it,
+    so it is left out and the other GPUs are still read. They keep NVML's indices: whether CUDA
+    still counts the refused GPU, as it counts a Prohibited one, is not measured."""
+    try:
+        handle: object = nvml.nvmlDeviceGetHandleByIndex(index)
+    except nvml.NVMLError_NoPermission as error:
+        note(
+            f"GPU {index} is left out: NVML may not open it ({type(error).__name__}: {error}); "
+            "this process is denied its device file (a device cgroup, or the file's mode)",
+            "warning",
+        )
+        return None
+    return handle
 
 
 def nvml_facts(

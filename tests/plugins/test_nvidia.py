@@ -211,6 +211,27 @@ def test_nvml_failing_half_way_is_still_shut_down(
     assert "warning: library layer failed: NVMLError_Unknown" in notes
 
 
+def test_a_gpu_nvml_may_not_open_is_left_out_and_the_others_are_read(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    # nvml.h: nvmlDeviceGetCount_v2 counts a GPU whose nvmlDeviceGetHandleByIndex_v2 answers
+    # NO_PERMISSION (its device file denied by a cgroup, say).
+    gpus = fake.fake_gpus(4)
+    gpus[2] = dataclasses.replace(gpus[2], accessible=False)
+    nvml = emulated_pynvml(gpus)
+    host = host_with(tmp_path, gpus, nvml=nvml, smi=(0, nvidia_hosts.nvidia_smi_output(gpus)))
+    devices, notes = run_detect(MANAGER, host)
+    assert [(d.id, d.uuid, d.minor, d.source) for d in devices] == [
+        (str(n), gpus[n].uuid, gpus[n].minor, "library") for n in (0, 1, 3)
+    ]
+    assert (
+        "warning: GPU 2 is left out: NVML may not open it (NVMLError_NoPermission: "
+        "Insufficient Permissions)" in notes
+    )
+    assert "library layer failed" not in notes
+    assert nvml.calls["nvmlShutdown"] == 1
+
+
 def mig_node() -> list[fake.FakeGpu]:
     """GPU 0: MIG on with two instances; GPU 1: no MIG; GPU 2: MIG-capable, MIG off."""
     gpus = fake.fake_gpus(3, name="NVIDIA A100-SXM4-40GB")

@@ -261,13 +261,15 @@ NVML_FAILURES: dict[str, Callable[[Any], object]] = {
     "the own memory of a GPU in MIG mode": lambda nvml: nvml.nvmlDeviceGetMemoryInfo(
         nvml_gpu(nvml, 0)
     ),
+    "a GPU this process may not open": lambda nvml: nvml_gpu(nvml, 2),
 }
 
 
 @pytest.mark.parametrize("case", NVML_FAILURES)
 def test_the_hand_written_pynvml_raises_what_the_real_one_raises(case: str) -> None:
-    gpus = nvidia.fake_gpus(2)
+    gpus = nvidia.fake_gpus(3)
     gpus[0] = dataclasses.replace(gpus[0], migs=A100_MIGS)
+    gpus[2] = dataclasses.replace(gpus[2], accessible=False)
     fake = raised(lambda: NVML_FAILURES[case](nvidia.fake_pynvml(gpus)))
     real = raised(lambda: NVML_FAILURES[case](emulated_pynvml(gpus)))
     assert [c.__name__ for c in type(fake).__mro__] == [c.__name__ for c in type(real).__mro__]

@@ -58,7 +58,8 @@ class FakeGpu:
     """One GPU. ``migs`` None: MIG not supported; a sequence: MIG enabled with these instances
     (in slots 0, 1, ... of ``mig_slots``); ``mig_mode`` 0 with ``migs`` set: MIG-capable but off.
     ``compute_mode`` is NVML's ``NVML_COMPUTEMODE_*`` value (0 Default, 2 Prohibited, 3
-    Exclusive_Process)."""
+    Exclusive_Process). ``accessible`` False: NVML counts the GPU but refuses this process its
+    handle (``NVMLError_NoPermission``), as for a GPU whose device file a cgroup denies."""
 
     uuid: str
     bus_id: str
@@ -70,6 +71,7 @@ class FakeGpu:
     mig_mode: int = 1
     mig_slots: int = 7
     compute_mode: int = 0
+    accessible: bool = True
 
     @property
     def mig_enabled(self) -> bool:
@@ -151,6 +153,8 @@ def fake_pynvml(
 
     def handle(index: int) -> tuple[FakeGpu, Optional[FakeMig]]:
         ready()
+        if not gpus[index].accessible:
+            raise errors["NoPermission"]()
         return gpus[index], None
 
     def part(h: tuple[FakeGpu, Optional[FakeMig]]) -> Any:

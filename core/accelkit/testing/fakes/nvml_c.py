@@ -14,8 +14,10 @@ Rules of the real library kept here: every device call before ``nvmlInit`` (and 
 ``NVML_ERROR_NOT_SUPPORTED`` to the MIG queries; an empty MIG slot answers
 ``NVML_ERROR_NOT_FOUND``; a GPU in MIG mode, or a MIG instance, does not report its utilization
 (``NVML_ERROR_NOT_SUPPORTED``); a GPU in MIG mode reports its own memory only to a caller with
-the MIG monitor capability (else ``NVML_ERROR_NO_PERMISSION``); a function this emulation does not
-know is ``NVML_ERROR_FUNCTION_NOT_FOUND``, as a symbol missing from an older driver's library is.
+the MIG monitor capability (else ``NVML_ERROR_NO_PERMISSION``); a GPU this process may not open
+is counted, and its handle refused (``NVML_ERROR_NO_PERMISSION``); a function this emulation
+does not know is ``NVML_ERROR_FUNCTION_NOT_FOUND``, as a symbol missing from an older driver's
+library is.
 """
 
 from __future__ import annotations
@@ -194,11 +196,14 @@ class EmulatedNvml:
         return self.code("NVML_SUCCESS")
 
     def handle_by_index(self, index: Any, device: Any) -> int:
-        """nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)."""
+        """nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device): NVML counts
+        a GPU this process may not open, and refuses its handle (nvml.h)."""
         if not self.sessions:
             return self.code("NVML_ERROR_UNINITIALIZED")
         if not 0 <= index.value < len(self.gpus):
             return self.code("NVML_ERROR_INVALID_ARGUMENT")
+        if not self.gpus[index.value].accessible:
+            return self.code("NVML_ERROR_NO_PERMISSION")
         set_handle(device, (index.value + 1) << 8)
         return self.code("NVML_SUCCESS")
 
