@@ -1,7 +1,8 @@
 """NVIDIA GPUs: ``CUDA_VISIBLE_DEVICES`` ids, and MIG instances as devices of their own.
 
 A grant writes ``CUDA_VISIBLE_DEVICES`` and ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so an index means
-what NVML and nvidia-smi say (CUDA's default order, fastest first, differs). On read CUDA takes
+what NVML and nvidia-smi say (CUDA's default order, fastest first, differs), but for the GPUs
+after one this process may not open, which CUDA does not count (``opened``). On read CUDA takes
 indices and ``GPU-``/``MIG-`` UUIDs or unique prefixes of them, and stops at the first token it
 cannot read (so ``-1`` hides every GPU; ``cuda_visible`` holds the rules measured on an H100).
 ``NVIDIA_VISIBLE_DEVICES`` is the container runtime's layer, in host ids: it is recorded, never
@@ -17,7 +18,8 @@ is returned with ``offered=False``: CUDA counts it, so ``CUDA_VISIBLE_DEVICES`` 
 it), and whole, to one grant at a time, in ``Exclusive_Process`` (``Device.exclusive``). A fact
 one GPU cannot give NVML (memory on a GB10, PCI facts on a Jetson) is left empty with a note;
 the GPU stays (``nvml``). A GPU NVML counts but will not open for this process (a device cgroup
-denies its file) is left out with a warning, and the others are still read (``opened``).
+denies its file) is left out with a warning, and the others are numbered as CUDA numbers them,
+without it (``opened``).
 
 Detection: NVML (``pynvml``, no CUDA context), else ``nvidia-smi``'s CSV query, else
 ``/proc/driver/nvidia/gpus/<bus id>/information`` numbered by bus id, as NVML numbers them, else
@@ -130,24 +132,26 @@ def left_out(index: object, why: str) -> list[Device]:
 
 
 def from_nvml(host: Host) -> Optional[list[Device]]:
-    """Every GPU NVML counts, its MIG instances in place of a MIG-enabled one."""
+    """Every GPU NVML counts and this process may open, its MIG instances in place of a
+    MIG-enabled one, numbered as CUDA numbers them: in NVML's order (by PCI bus id, CUDA's with
+    ``CUDA_DEVICE_ORDER=PCI_BUS_ID``), skipping the GPUs ``opened`` leaves out."""
     with library_session(host, "pynvml", "nvmlInit", "nvmlShutdown", NVML_ABSENT) as nvml:
         if nvml is None:
             return None
         count = device_count(nvml.nvmlDeviceGetCount(), "NVML's device count")
-        return [d for i in range(count) for d in nvml_gpu(nvml, i)]
+        handles = [handle for i in range(count) for handle in opened(nvml, i)]
+        return [d for index, handle in enumerate(handles) for d in nvml_gpu(nvml, handle, index)]
 
 
-def nvml_gpu(nvml: Any, index: int) -> list[Device]:
-    """GPU ``index`` as one device, or its MIG instances when MIG is enabled on it, as its
-    compute mode lets them be offered (``modes``); a fact it cannot answer is left empty.
+def nvml_gpu(nvml: Any, handle: object, index: int) -> list[Device]:
+    """The GPU of ``handle``, CUDA's GPU ``index``, as one device, or its MIG instances when MIG
+    is enabled on it, as its compute mode lets them be offered (``modes``); a fact it cannot
+    answer is left empty.
 
     A MIG-enabled GPU is not asked for its own memory: NVML answers it only to a caller holding
     the MIG monitor capability and refuses everyone else (``NVMLError_NoPermission``, nvml.h's
     nvmlDeviceGetMemoryInfo; the rule in most containers), and each instance reports its own."""
-    handle, who = opened(nvml, index), f"GPU {index}"
-    if handle is None:
-        return []
+    who = f"GPU {index}"
     pci = field(nvml, "nvmlDeviceGetPciInfo", handle, "PCI bus id", who)
     minor = field(nvml, "nvmlDeviceGetMinorNumber", handle, "device minor", who)
     in_mig_mode = mig_enabled(nvml, handle)

@@ -50,24 +50,28 @@ def field(nvml: Any, call: str, handle: object, what: str, who: str) -> Any:
         return None
 
 
-def opened(nvml: Any, index: int) -> Optional[object]:
-    """GPU ``index``'s NVML handle; None, with a warning, for a GPU this process may not open.
+def opened(nvml: Any, index: int) -> list[object]:
+    """NVML's GPU ``index`` as its handle; none, with a warning, for a GPU this process may not
+    open.
 
     NVML counts every GPU, "even if nvmlDeviceGetHandleByIndex_v2 returns
     NVML_ERROR_NO_PERMISSION for such device" (nvml.h): a GPU whose device file this process
     may not open (a device cgroup denies it, or the file's mode). No process here can use it,
-    so it is left out and the other GPUs are still read. They keep NVML's indices: whether CUDA
-    still counts the refused GPU, as it counts a Prohibited one, is not measured."""
+    and CUDA does not count it: it numbers only the GPUs whose files it may open (SLURM's GRES
+    guide: a job given ``/dev/nvidia1`` under ``ConstrainDevices`` sees it as CUDA's GPU 0). So
+    it is left out and the GPUs after it take CUDA's numbers, not NVML's. A Prohibited GPU
+    differs: its file opens, CUDA counts it (``modes``)."""
     try:
         handle: object = nvml.nvmlDeviceGetHandleByIndex(index)
     except nvml.NVMLError_NoPermission as error:
         note(
-            f"GPU {index} is left out: NVML may not open it ({type(error).__name__}: {error}); "
-            "this process is denied its device file (a device cgroup, or the file's mode)",
+            f"NVML's GPU {index} is left out: NVML may not open it ({type(error).__name__}: "
+            f"{error}); this process is denied its device file (a device cgroup, or the file's "
+            "mode), so CUDA does not count it and the GPUs after it take CUDA's numbers",
             "warning",
         )
-        return None
-    return handle
+        return []
+    return [handle]
 
 
 def nvml_facts(

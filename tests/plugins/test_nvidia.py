@@ -211,23 +211,30 @@ def test_nvml_failing_half_way_is_still_shut_down(
     assert "warning: library layer failed: NVMLError_Unknown" in notes
 
 
-def test_a_gpu_nvml_may_not_open_is_left_out_and_the_others_are_read(
+def test_a_gpu_nvml_may_not_open_is_left_out_and_the_others_take_cudas_numbers(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any]
 ) -> None:
     # nvml.h: nvmlDeviceGetCount_v2 counts a GPU whose nvmlDeviceGetHandleByIndex_v2 answers
-    # NO_PERMISSION (its device file denied by a cgroup, say).
+    # NO_PERMISSION (its device file denied by a cgroup, say). CUDA counts only the GPUs whose
+    # files it may open, so NVML's GPU 3 is CUDA's GPU 2.
     gpus = fake.fake_gpus(4)
     gpus[2] = dataclasses.replace(gpus[2], accessible=False)
     nvml = emulated_pynvml(gpus)
     host = host_with(tmp_path, gpus, nvml=nvml, smi=(0, nvidia_hosts.nvidia_smi_output(gpus)))
     devices, notes = run_detect(MANAGER, host)
-    assert [(d.id, d.uuid, d.minor, d.source) for d in devices] == [
-        (str(n), gpus[n].uuid, gpus[n].minor, "library") for n in (0, 1, 3)
+    assert [(d.id, d.index, d.uuid, d.minor, d.source) for d in devices] == [
+        (str(cuda), cuda, gpus[n].uuid, gpus[n].minor, "library")
+        for cuda, n in enumerate((0, 1, 3))
     ]
     assert (
-        "warning: GPU 2 is left out: NVML may not open it (NVMLError_NoPermission: "
+        "warning: NVML's GPU 2 is left out: NVML may not open it (NVMLError_NoPermission: "
         "Insufficient Permissions)" in notes
     )
+    assert "the GPUs after it take CUDA's numbers" in notes
+    # A job given NVML's GPU 3 in such a cgroup is told CUDA's number for it (SLURM's GRES guide)
+    env = {"CUDA_VISIBLE_DEVICES": "2"}
+    job = accelkit.FakeHost(root=tmp_path, env=env, modules={"pynvml": emulated_pynvml(gpus)})
+    assert [(d.id, d.uuid) for d in accelkit.detect_node(job).devices] == [("2", gpus[3].uuid)]
     assert "library layer failed" not in notes
     assert nvml.calls["nvmlShutdown"] == 1
 
