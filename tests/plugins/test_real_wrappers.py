@@ -276,6 +276,32 @@ def test_the_hand_written_pynvml_raises_what_the_real_one_raises(case: str) -> N
     assert str(fake) == str(real)
 
 
+@pytest.mark.parametrize("hand_written", [False, True], ids=["emulated", "hand-written"])
+def test_nvml_mig_queries_answer_as_nvml_h_documents(hand_written: bool) -> None:
+    """nvml.h: nvmlDeviceGetMaxMigDeviceCount "Returns zero if MIG is not supported or enabled"
+    (it lists no NOT_SUPPORTED); nvmlDeviceGetMigDeviceHandleByIndex answers NOT_SUPPORTED "if
+    this query is not supported by the device", NOT_FOUND "if no valid MIG device was found at
+    index", INVALID_ARGUMENT "if device, index or migDevice reference is invalid"."""
+    gpus = nvidia.fake_gpus(3, name="NVIDIA A100-SXM4-40GB")
+    gpus[0] = dataclasses.replace(gpus[0], migs=None)  # MIG not supported
+    gpus[1] = dataclasses.replace(gpus[1], migs=(), mig_mode=0)  # MIG-capable, MIG off
+    gpus[2] = dataclasses.replace(gpus[2], migs=A100_MIGS, mig_mode=1)
+    nvml = nvidia.fake_pynvml(gpus) if hand_written else emulated_pynvml(gpus)
+    nvml.nvmlInit()
+    no_mig, mig_off, mig_on = (nvml.nvmlDeviceGetHandleByIndex(n) for n in range(3))
+    instance = nvml.nvmlDeviceGetMigDeviceHandleByIndex(mig_on, 0)
+    handles = (no_mig, mig_off, instance, mig_on)
+    assert [nvml.nvmlDeviceGetMaxMigDeviceCount(h) for h in handles] == [0, 0, 0, 7]
+
+    def refusal(handle: object, index: int) -> str:
+        error = raised(lambda: nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, index))
+        return type(error).__name__
+
+    assert [refusal(h, 0) for h in handles[:3]] == ["NVMLError_NotSupported"] * 3
+    assert refusal(mig_on, 2) == "NVMLError_NotFound"  # an empty slot
+    assert [refusal(mig_on, n) for n in (7, -1)] == ["NVMLError_InvalidArgument"] * 2
+
+
 def test_every_nvml_error_of_the_hand_written_pynvml_is_a_real_one() -> None:
     fake, real = nvidia.fake_pynvml([]), emulated_pynvml([])
     names = sorted(name for name in vars(fake) if name.startswith("NVMLError_"))

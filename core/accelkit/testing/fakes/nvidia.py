@@ -5,8 +5,9 @@ kit re-exports it for plugin authors who read NVML too (the NVIDIA plugin's own 
 add nvidia-smi and the driver's files, are in ``accelkit_plugins.nvidia.testing``). It keeps the
 rules of the real library that detection code most often gets wrong: every call before
 ``nvmlInit`` fails, ``nvmlShutdown`` is counted, a GPU without MIG answers
-``NVMLError_NotSupported`` to ``nvmlDeviceGetMigMode``, and empty MIG slots answer
-``NVMLError_NotFound``.
+``NVMLError_NotSupported`` to ``nvmlDeviceGetMigMode``, a GPU without MIG enabled has 0 MIG
+devices and answers ``NVMLError_NotSupported`` to ``nvmlDeviceGetMigDeviceHandleByIndex``, and
+empty MIG slots answer ``NVMLError_NotFound``.
 """
 
 from __future__ import annotations
@@ -134,6 +135,7 @@ def fake_pynvml(
     ``mig_monitor`` is whether the caller holds the MIG monitor capability: without it, the
     default, a MIG-enabled GPU's own memory query raises ``NVMLError_NoPermission``, as
     :func:`~accelkit.testing.fakes.nvml_c.emulated_pynvml` explains.
+
     The module counts ``calls["nvmlInit"]`` and ``calls["nvmlShutdown"]``; tests may replace any
     of its functions to make a call fail, raising the module's ``NVMLError_*`` classes (those of
     :data:`NVML_ERRORS`), which have the real wrapper's names and messages. Where the real
@@ -167,9 +169,13 @@ def fake_pynvml(
             raise errors["NotSupported"]()
         return [h[0].mig_mode, h[0].mig_mode]
 
+    def split_by_mig(h: tuple[FakeGpu, Optional[FakeMig]]) -> bool:
+        """The handle names a whole GPU with MIG enabled: the one kind with MIG devices."""
+        return h[1] is None and h[0].mig_enabled
+
     def memory_info(h: tuple[FakeGpu, Optional[FakeMig]]) -> SimpleNamespace:
         device = part(h)
-        if h[1] is None and h[0].mig_enabled and not mig_monitor:
+        if split_by_mig(h) and not mig_monitor:
             raise errors["NoPermission"]()
         return SimpleNamespace(total=device.memory_bytes, free=device.memory_bytes, used=0)
 
@@ -183,10 +189,14 @@ def fake_pynvml(
 
     def max_migs(h: tuple[FakeGpu, Optional[FakeMig]]) -> int:
         ready()
-        return h[0].mig_slots if h[0].migs is not None else 0
+        return h[0].mig_slots if split_by_mig(h) else 0  # nvml.h: 0 unless MIG is enabled
 
     def mig_handle(h: tuple[FakeGpu, Optional[FakeMig]], slot: int) -> Any:
         ready()
+        if not split_by_mig(h):
+            raise errors["NotSupported"]()
+        if not 0 <= slot < h[0].mig_slots:
+            raise errors["InvalidArgument"]()
         migs = h[0].migs or ()
         if slot >= len(migs):
             raise errors["NotFound"]()

@@ -9,15 +9,20 @@ and ``_nvmlGetFunctionPointer``: behind them, each emulated C function receives 
 ctypes arguments the wrapper passes, fills them as ``libnvidia-ml.so`` would from
 :class:`~accelkit.testing.fakes.nvidia.FakeGpu` descriptions, and returns an NVML return code.
 
-Rules of the real library kept here: every device call before ``nvmlInit`` (and after the last
-``nvmlShutdown``) answers ``NVML_ERROR_UNINITIALIZED``; a GPU without MIG answers
-``NVML_ERROR_NOT_SUPPORTED`` to the MIG queries; an empty MIG slot answers
-``NVML_ERROR_NOT_FOUND``; a GPU in MIG mode, or a MIG instance, does not report its utilization
-(``NVML_ERROR_NOT_SUPPORTED``); a GPU in MIG mode reports its own memory only to a caller with
-the MIG monitor capability (else ``NVML_ERROR_NO_PERMISSION``); a GPU this process may not open
-is counted, and its handle refused (``NVML_ERROR_NO_PERMISSION``); a function this emulation
-does not know is ``NVML_ERROR_FUNCTION_NOT_FOUND``, as a symbol missing from an older driver's
-library is.
+Rules of the real library kept here (nvml.h):
+
+- every device call before ``nvmlInit`` (and after the last ``nvmlShutdown``) answers
+  ``NVML_ERROR_UNINITIALIZED``;
+- a GPU this process may not open is counted, and its handle refused
+  (``NVML_ERROR_NO_PERMISSION``);
+- a GPU without MIG answers ``NVML_ERROR_NOT_SUPPORTED`` to its MIG mode query; unless MIG is
+  enabled on a GPU its MIG device count is 0 and its MIG device handles are
+  ``NVML_ERROR_NOT_SUPPORTED``; an empty MIG slot answers ``NVML_ERROR_NOT_FOUND``;
+- a GPU in MIG mode reports its own memory only to a caller with the MIG monitor capability
+  (else ``NVML_ERROR_NO_PERMISSION``), and neither it nor a MIG instance reports its utilization
+  (``NVML_ERROR_NOT_SUPPORTED``);
+- a function this emulation does not know is ``NVML_ERROR_FUNCTION_NOT_FOUND``, as a symbol
+  missing from an older driver's library is.
 """
 
 from __future__ import annotations
@@ -67,6 +72,12 @@ class Part(NamedTuple):
     def memory_bytes(self) -> int:
         """The memory of the handle's device."""
         return (self.mig or self.gpu).memory_bytes
+
+    @property
+    def split_by_mig(self) -> bool:
+        """The handle names a whole GPU with MIG enabled: the only kind of handle that has MIG
+        devices (the others, MIG instances included, are devices without MIG)."""
+        return self.mig is None and self.gpu.mig_enabled
 
 
 def emulated_pynvml(
@@ -145,8 +156,8 @@ class EmulatedNvml:
             "nvmlDeviceGetComputeMode": query(self.compute_mode),
             "nvmlDeviceGetMinorNumber": query(self.minor_number),
             "nvmlDeviceGetUtilizationRates": query(self.utilization),
-            "nvmlDeviceGetMaxMigDeviceCount": mig_query(self.max_mig_count),
-            "nvmlDeviceGetMigDeviceHandleByIndex": mig_query(self.mig_handle),
+            "nvmlDeviceGetMaxMigDeviceCount": query(self.max_mig_count),
+            "nvmlDeviceGetMigDeviceHandleByIndex": query(self.mig_handle),
         }
 
     def code(self, name: str) -> int:
@@ -211,8 +222,8 @@ class EmulatedNvml:
         """Wrap ``answer(part, *pointers)`` as a C function ``(nvmlDevice_t, *pointers)``.
 
         Outside a session it answers ``NVML_ERROR_UNINITIALIZED``; for a handle NVML never gave,
-        ``NVML_ERROR_INVALID_ARGUMENT``. ``mig``: a MIG query, which needs a whole GPU (a MIG
-        handle is an invalid argument) that supports MIG (else ``NVML_ERROR_NOT_SUPPORTED``).
+        ``NVML_ERROR_INVALID_ARGUMENT``. ``mig``: the MIG mode query, which needs a whole GPU (a
+        MIG handle is an invalid argument) that supports MIG (else ``NVML_ERROR_NOT_SUPPORTED``).
         """
 
         def wrap(answer: Callable[..., int]) -> CFunction:
@@ -259,7 +270,7 @@ class EmulatedNvml:
         MIG-enabled GPU's own memory only to a caller with the MIG monitor capability."""
         if part.uuid in self.unsupported:
             return self.code("NVML_ERROR_NOT_SUPPORTED")
-        if part.mig is None and part.gpu.mig_enabled and not self.mig_monitor:
+        if part.split_by_mig and not self.mig_monitor:
             return self.code("NVML_ERROR_NO_PERMISSION")
         fill(target(memory), total=part.memory_bytes, free=part.memory_bytes, used=0)
         return self.code("NVML_SUCCESS")
@@ -304,15 +315,21 @@ class EmulatedNvml:
         return self.code("NVML_SUCCESS")
 
     def max_mig_count(self, part: Part, count: Any) -> int:
-        """nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t, unsigned int *count)."""
-        target(count).value = part.gpu.mig_slots
+        """nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t, unsigned int *count): the GPU's MIG
+        slots; zero, with success, "if MIG is not supported or enabled" (nvml.h)."""
+        target(count).value = part.gpu.mig_slots if part.split_by_mig else 0
         return self.code("NVML_SUCCESS")
 
     def mig_handle(self, part: Part, index: Any, mig: Any) -> int:
-        """nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t, unsigned int, nvmlDevice_t *)."""
+        """nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t, unsigned int, nvmlDevice_t *): as
+        nvml.h lists its codes, NOT_SUPPORTED "if this query is not supported by the device"
+        (MIG not supported or not enabled, or a MIG instance's own handle), INVALID_ARGUMENT for
+        an index past the GPU's MIG slots, NOT_FOUND for an empty slot."""
+        if not part.split_by_mig:
+            return self.code("NVML_ERROR_NOT_SUPPORTED")
         if not 0 <= index.value < part.gpu.mig_slots:
             return self.code("NVML_ERROR_INVALID_ARGUMENT")
-        if not part.gpu.mig_mode or index.value >= len(part.gpu.migs or ()):
+        if index.value >= len(part.gpu.migs or ()):
             return self.code("NVML_ERROR_NOT_FOUND")
         set_handle(mig, (part.number + 1) << 8 | (index.value + 1))
         return self.code("NVML_SUCCESS")
