@@ -172,7 +172,7 @@ def test_aliasing_tokens_name_one_device(variable: str, value: str, resource: st
 def test_a_mig_parent_index_in_the_visibility_variable_takes_no_other_gpu() -> None:
     mig = fake_nvidia.FakeMig("MIG-11111111-2222-3333-4444-000000000001")
     gpus = fake_nvidia.fake_gpus(2)
-    gpus[0] = dataclasses.replace(gpus[0], name="NVIDIA A100-SXM4-40GB", migs=[mig])
+    gpus[0] = dataclasses.replace(gpus[0], name="NVIDIA A100-SXM4-40GB", migs=[mig], mig_mode=1)
     host = FakeHost(
         modules={"pynvml": fake_nvidia.fake_pynvml(gpus)},
         env={"CUDA_VISIBLE_DEVICES": f"{mig.uuid},0"},

@@ -21,7 +21,11 @@ from hypothesis import strategies as st
 SNAPSHOT = pathlib.Path(__file__).parents[2] / "examples" / "nodes" / "nvidia-h100-8gpu"
 MANAGER = NvidiaManager()
 A100_MIGS = (
-    fake.FakeMig("MIG-11111111-2222-3333-4444-000000000001"),
+    fake.FakeMig(
+        "MIG-11111111-2222-3333-4444-000000000001",
+        "NVIDIA A100-SXM4-40GB MIG 1g.5gb",
+        4864 * fake.MIB,
+    ),
     fake.FakeMig(
         "MIG-11111111-2222-3333-4444-000000000002",
         "NVIDIA A100-SXM4-40GB MIG 3g.20gb",
@@ -243,8 +247,8 @@ def mig_node() -> list[fake.FakeGpu]:
     """GPU 0: MIG on with two instances; GPU 1: no MIG; GPU 2: MIG-capable, MIG off."""
     gpus = fake.fake_gpus(3, name="NVIDIA A100-SXM4-40GB")
     return [
-        dataclasses.replace(gpus[0], migs=A100_MIGS),
-        gpus[1],
+        dataclasses.replace(gpus[0], migs=A100_MIGS, mig_mode=1),
+        dataclasses.replace(gpus[1], migs=None),
         dataclasses.replace(gpus[2], migs=(), mig_mode=0),
     ]
 
@@ -298,7 +302,7 @@ def test_a_mig_gpu_is_not_asked_its_own_memory(
 def test_a_mig_gpu_without_instances_is_left_out(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any]
 ) -> None:
-    gpus = [dataclasses.replace(g, migs=()) for g in fake.fake_gpus(2)]
+    gpus = [dataclasses.replace(g, migs=(), mig_mode=1) for g in fake.fake_gpus(2)]
     devices, notes = run_detect(MANAGER, host_with(tmp_path, gpus, nvml=emulated_pynvml(gpus)))
     assert devices == []
     assert "warning: GPU 0 is left out: MIG is enabled and it has no MIG instances" in notes
@@ -437,6 +441,34 @@ def test_any_nvidia_smi_output_never_raises(
 @pytest.mark.parametrize("count", [0, 1, 2, 8])
 def test_make_host_has_count_gpus(check_make_host: Callable[..., Any], count: int) -> None:
     check_make_host(MANAGER, nvidia_hosts.make_host, count)
+
+
+def test_the_fake_h100s_print_what_the_recorded_h100_node_prints() -> None:
+    # H100s are MIG-capable: the recorded node's nvidia-smi says "Disabled", not "[N/A]".
+    recorded = load_snapshot(SNAPSHOT).run(nvidia_hosts.NVIDIA_SMI_ARGV).stdout
+    assert nvidia_hosts.nvidia_smi_output(fake.fake_gpus(8)) == recorded
+
+
+@pytest.mark.parametrize("hand_written", [False, True], ids=["emulated", "hand-written"])
+def test_a_fake_h100_has_mig_off_and_its_instances_are_h100_profiles(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], hand_written: bool
+) -> None:
+    gpus = fake.fake_gpus(2)
+    gpus[1] = dataclasses.replace(gpus[1], migs=(fake.FakeMig("MIG-1"),), mig_mode=1)
+    nvml = fake.fake_pynvml(gpus) if hand_written else emulated_pynvml(gpus)
+    nvml.nvmlInit()
+    assert list(nvml.nvmlDeviceGetMigMode(nvml.nvmlDeviceGetHandleByIndex(0))) == [0, 0]
+    nvml.nvmlShutdown()
+    devices, _ = run_detect(MANAGER, host_with(tmp_path, gpus, nvml=nvml))
+    assert [(d.id, d.model, d.type_label, d.memory_bytes) for d in devices] == [
+        ("0", "NVIDIA H100 80GB HBM3", "H100", 81559 * fake.MIB),
+        ("MIG-1", "NVIDIA H100 80GB HBM3 MIG 1g.10gb", "H100-1g.10gb", 9984 * fake.MIB),
+    ]
+
+
+def test_mig_instances_exist_only_while_mig_is_enabled() -> None:
+    with pytest.raises(ValueError, match="MIG instances exist only while MIG is enabled"):
+        dataclasses.replace(fake.fake_gpus(1)[0], migs=(fake.FakeMig("MIG-1"),))
 
 
 def test_snapshot_of_an_h100_node(check_snapshot: Callable[..., Any]) -> None:

@@ -94,7 +94,9 @@ def test_a_mig_gpu_in_prohibited_mode_offers_no_instance(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any]
 ) -> None:
     migs = (fake.FakeMig("MIG-11111111-2222-3333-4444-000000000001"),)
-    gpus = [dataclasses.replace(fake.fake_gpus(1)[0], migs=migs, compute_mode=PROHIBITED)]
+    gpus = [
+        dataclasses.replace(fake.fake_gpus(1)[0], migs=migs, mig_mode=1, compute_mode=PROHIBITED)
+    ]
     devices, notes = run_detect(MANAGER, nvml_host(tmp_path, gpus, emulated_pynvml(gpus)))
     assert [(d.id, d.parent, d.offered) for d in devices] == [(migs[0].uuid, "0", False)]
     assert "Prohibited compute mode" in notes
@@ -145,9 +147,8 @@ def test_mig_labels_keep_media_and_compute_instance_profiles_distinct(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any], name: str, label: str
 ) -> None:
     parent = name.split(" MIG ")[0]
-    gpus = [
-        dataclasses.replace(fake.fake_gpus(1, name=parent)[0], migs=(fake.FakeMig("MIG-1", name),))
-    ]
+    migs = (fake.FakeMig("MIG-1", name),)
+    gpus = [dataclasses.replace(fake.fake_gpus(1, name=parent)[0], migs=migs, mig_mode=1)]
     devices, _ = run_detect(MANAGER, nvml_host(tmp_path, gpus, emulated_pynvml(gpus)))
     assert [(d.id, d.type_label) for d in devices] == [("MIG-1", label)]
 

@@ -30,7 +30,11 @@ from vendor_wrappers import AMDSMI_LATEST, Fetch
 
 INSTALLED = "installed"
 A100_MIGS = (
-    nvidia.FakeMig("MIG-11111111-2222-3333-4444-000000000001"),
+    nvidia.FakeMig(
+        "MIG-11111111-2222-3333-4444-000000000001",
+        "NVIDIA A100-SXM4-40GB MIG 1g.5gb",
+        4864 * nvidia.MIB,
+    ),
     nvidia.FakeMig(
         "MIG-11111111-2222-3333-4444-000000000002",
         "NVIDIA A100-SXM4-40GB MIG 3g.20gb",
@@ -87,7 +91,7 @@ def test_nvml_mig_instances_take_the_place_of_their_gpu(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any], pynvml_source: Optional[pathlib.Path]
 ) -> None:
     gpus = nvidia.fake_gpus(3, name="NVIDIA A100-SXM4-40GB")
-    gpus[0] = dataclasses.replace(gpus[0], migs=A100_MIGS)
+    gpus[0] = dataclasses.replace(gpus[0], migs=A100_MIGS, mig_mode=1)
     gpus[2] = dataclasses.replace(gpus[2], migs=(), mig_mode=0)  # MIG-capable, MIG off
     nvml = emulated_pynvml(gpus, source=pynvml_source)
     devices, _ = run_detect(NvidiaManager(), nvml_host(tmp_path, gpus, nvml))
@@ -268,7 +272,8 @@ NVML_FAILURES: dict[str, Callable[[Any], object]] = {
 @pytest.mark.parametrize("case", NVML_FAILURES)
 def test_the_hand_written_pynvml_raises_what_the_real_one_raises(case: str) -> None:
     gpus = nvidia.fake_gpus(3)
-    gpus[0] = dataclasses.replace(gpus[0], migs=A100_MIGS)
+    gpus[0] = dataclasses.replace(gpus[0], migs=A100_MIGS, mig_mode=1)
+    gpus[1] = dataclasses.replace(gpus[1], migs=None)  # MIG not supported
     gpus[2] = dataclasses.replace(gpus[2], accessible=False)
     fake = raised(lambda: NVML_FAILURES[case](nvidia.fake_pynvml(gpus)))
     real = raised(lambda: NVML_FAILURES[case](emulated_pynvml(gpus)))
@@ -363,7 +368,7 @@ def test_nvml_utilization_is_an_idle_gpu_and_not_supported_in_mig_mode() -> None
     """What distributed's diagnostics ask every Dask worker's GPU (the simulated machine's
     workers ask it too: tests/test_any_machine.py)."""
     gpus = nvidia.fake_gpus(3, name="NVIDIA A100-SXM4-40GB")
-    gpus[1] = dataclasses.replace(gpus[1], migs=A100_MIGS)
+    gpus[1] = dataclasses.replace(gpus[1], migs=A100_MIGS, mig_mode=1)
     gpus[2] = dataclasses.replace(gpus[2], migs=(), mig_mode=0)  # MIG-capable, MIG off
     nvml = emulated_pynvml(gpus)
     nvml.nvmlInit()
@@ -382,7 +387,7 @@ def test_nvml_answers_a_mig_gpus_own_memory_only_with_the_mig_monitor_capability
     """nvml.h, nvmlDeviceGetMemoryInfo: "In MIG mode, if device handle is provided, the API
     returns aggregate information, only if the caller has appropriate privileges"."""
     gpus = nvidia.fake_gpus(2, name="NVIDIA A100-SXM4-40GB")
-    gpus[0] = dataclasses.replace(gpus[0], migs=A100_MIGS)
+    gpus[0] = dataclasses.replace(gpus[0], migs=A100_MIGS, mig_mode=1)
     for mig_monitor in (False, True):
         nvml = emulated_pynvml(gpus, mig_monitor=mig_monitor)
         in_mig_mode = nvml_gpu(nvml, 0)

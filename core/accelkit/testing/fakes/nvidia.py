@@ -22,6 +22,7 @@ from accelkit.testing.fakes._library import LibrarySession
 __all__ = [
     "BUS_IDS",
     "MIB",
+    "MIG_PROFILE",
     "NVML_ERRORS",
     "FakeGpu",
     "FakeMig",
@@ -45,19 +46,32 @@ BUS_IDS = (
 """PCI addresses of the eight GPUs of the modelled board, in bus (NVML) order."""
 
 
+MIG_PROFILE = "1g.10gb"
+"""The smallest MIG profile of an H100 80GB: what a :class:`FakeMig` is unless told otherwise."""
+
+
 @dataclass(frozen=True)
 class FakeMig:
-    """One MIG instance as NVML shows it."""
+    """One MIG instance as NVML shows it. ``name`` None: NVML's name for an instance of
+    :data:`MIG_PROFILE`, its GPU's name and the profile ("NVIDIA H100 80GB HBM3 MIG 1g.10gb");
+    ``memory_bytes`` is that profile's on an H100 80GB (9.75 GiB, ``nvidia-smi mig -lgip``)."""
 
     uuid: str
-    name: str = "NVIDIA A100-SXM4-40GB MIG 1g.5gb"
-    memory_bytes: int = 4864 * MIB
+    name: Optional[str] = None
+    memory_bytes: int = 9984 * MIB
+
+    def name_on(self, gpu: FakeGpu) -> str:
+        """The name NVML gives this instance on ``gpu``."""
+        if self.name is not None:
+            return self.name
+        return f"{gpu.name} MIG {MIG_PROFILE}"
 
 
 @dataclass(frozen=True)
 class FakeGpu:
-    """One GPU. ``migs`` None: MIG not supported; a sequence: MIG enabled with these instances
-    (in slots 0, 1, ... of ``mig_slots``); ``mig_mode`` 0 with ``migs`` set: MIG-capable but off.
+    """One GPU. ``migs`` None: MIG not supported; a sequence: MIG-capable, and with
+    ``mig_mode`` 1 enabled with these instances (in slots 0, 1, ... of ``mig_slots``). The
+    default is an H100 as the recorded one is: MIG-capable, MIG off (nvidia-smi's "Disabled").
     ``compute_mode`` is NVML's ``NVML_COMPUTEMODE_*`` value (0 Default, 2 Prohibited, 3
     Exclusive_Process). ``accessible`` False: NVML counts the GPU but refuses this process its
     handle (``NVMLError_NoPermission``), as for a GPU whose device file a cgroup denies."""
@@ -68,11 +82,20 @@ class FakeGpu:
     memory_bytes: int = 81559 * MIB
     numa_node: int = 0
     minor: int = 0
-    migs: Optional[Sequence[FakeMig]] = None
-    mig_mode: int = 1
+    migs: Optional[Sequence[FakeMig]] = ()
+    mig_mode: int = 0
     mig_slots: int = 7
     compute_mode: int = 0
     accessible: bool = True
+
+    def __post_init__(self) -> None:
+        """Refuse a GPU no driver shows: MIG instances with MIG off (``replace(gpu, migs=...)``
+        on a default GPU, which has MIG off, must say ``mig_mode=1`` too)."""
+        if self.migs and self.mig_mode != 1:
+            raise ValueError(
+                f"FakeGpu {self.uuid} has MIG instances with MIG off (mig_mode={self.mig_mode}): "
+                "MIG instances exist only while MIG is enabled; pass mig_mode=1"
+            )
 
     @property
     def mig_enabled(self) -> bool:
@@ -163,6 +186,10 @@ def fake_pynvml(
         ready()
         return h[1] or h[0]
 
+    def name(h: tuple[FakeGpu, Optional[FakeMig]]) -> Any:
+        ready()
+        return text(h[0].name if h[1] is None else h[1].name_on(h[0]))
+
     def mig_mode(h: tuple[FakeGpu, Optional[FakeMig]]) -> list[int]:
         ready()
         if h[0].migs is None:
@@ -216,7 +243,7 @@ def fake_pynvml(
         nvmlShutdown=session.shutdown,
         nvmlDeviceGetCount=count,
         nvmlDeviceGetHandleByIndex=handle,
-        nvmlDeviceGetName=lambda h: text(part(h).name),
+        nvmlDeviceGetName=name,
         nvmlDeviceGetUUID=lambda h: text(part(h).uuid),
         nvmlDeviceGetMemoryInfo=memory_info,
         nvmlDeviceGetPciInfo=lambda h: SimpleNamespace(busId=text("0000" + h[0].bus_id.upper())),

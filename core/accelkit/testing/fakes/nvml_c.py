@@ -61,7 +61,7 @@ class Part(NamedTuple):
     @property
     def name(self) -> str:
         """The name NVML gives the handle's device."""
-        return (self.mig or self.gpu).name
+        return self.gpu.name if self.mig is None else self.mig.name_on(self.gpu)
 
     @property
     def uuid(self) -> str:
