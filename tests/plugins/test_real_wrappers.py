@@ -266,6 +266,8 @@ NVML_FAILURES: dict[str, Callable[[Any], object]] = {
         nvml_gpu(nvml, 0)
     ),
     "a GPU this process may not open": lambda nvml: nvml_gpu(nvml, 2),
+    "GPU index -1": lambda nvml: nvml_gpu(nvml, -1),
+    "a GPU index past the last GPU": lambda nvml: nvml_gpu(nvml, 3),
 }
 
 
@@ -305,6 +307,22 @@ def test_nvml_mig_queries_answer_as_nvml_h_documents(hand_written: bool) -> None
     assert [refusal(h, 0) for h in handles[:3]] == ["NVMLError_NotSupported"] * 3
     assert refusal(mig_on, 2) == "NVMLError_NotFound"  # an empty slot
     assert [refusal(mig_on, n) for n in (7, -1)] == ["NVMLError_InvalidArgument"] * 2
+
+
+@pytest.mark.parametrize("hand_written", [False, True], ids=["emulated", "hand-written"])
+def test_nvml_counts_its_inits_and_closes_at_the_last_shutdown(hand_written: bool) -> None:
+    """nvml.h, nvmlShutdown: "A reference count of the number of initializations is maintained.
+    Shutdown only occurs when the reference count reaches zero" (a monitor's NVML session
+    survives detection's own)."""
+    gpus = nvidia.fake_gpus(2)
+    nvml = nvidia.fake_pynvml(gpus) if hand_written else emulated_pynvml(gpus)
+    nvml.nvmlInit()  # a monitor's session, distributed's NVML diagnostics say
+    nvml.nvmlInit()
+    nvml.nvmlShutdown()
+    assert nvml.nvmlDeviceGetCount() == 2
+    nvml.nvmlShutdown()
+    assert type(raised(nvml.nvmlDeviceGetCount)).__name__ == "NVMLError_Uninitialized"
+    assert type(raised(nvml.nvmlShutdown)).__name__ == "NVMLError_Uninitialized"
 
 
 def test_every_nvml_error_of_the_hand_written_pynvml_is_a_real_one() -> None:

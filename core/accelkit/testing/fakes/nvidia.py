@@ -4,9 +4,10 @@
 kit re-exports it for plugin authors who read NVML too (the NVIDIA plugin's own fake hosts, which
 add nvidia-smi and the driver's files, are in ``accelkit_plugins.nvidia.testing``). It keeps the
 rules of the real library that detection code most often gets wrong: every call before
-``nvmlInit`` fails, ``nvmlShutdown`` is counted, a GPU without MIG answers
-``NVMLError_NotSupported`` to ``nvmlDeviceGetMigMode``, a GPU without MIG enabled has 0 MIG
-devices and answers ``NVMLError_NotSupported`` to ``nvmlDeviceGetMigDeviceHandleByIndex``, and
+``nvmlInit`` fails, and the library closes at the ``nvmlShutdown`` matching the first
+``nvmlInit``; an index outside the GPUs is ``NVMLError_InvalidArgument``; a GPU without MIG
+answers ``NVMLError_NotSupported`` to ``nvmlDeviceGetMigMode``; a GPU without MIG enabled has 0
+MIG devices and answers ``NVMLError_NotSupported`` to ``nvmlDeviceGetMigDeviceHandleByIndex``;
 empty MIG slots answer ``NVMLError_NotFound``.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from accelkit.testing.fakes._library import LibrarySession
 
@@ -149,6 +150,26 @@ def _nvml_error(name: str, text: str) -> type[NVMLError]:
     return type(f"NVMLError_{name}", (NVMLError,), {"__init__": init, "__module__": "pynvml"})
 
 
+class _NvmlSession(LibrarySession):
+    """NVML's sessions, which it counts: "A reference count of the number of initializations is
+    maintained. Shutdown only occurs when the reference count reaches zero" (nvml.h,
+    nvmlShutdown). So a library that another user of NVML in the process (a monitor) has
+    initialised stays open after detection's own nvmlInit and nvmlShutdown."""
+
+    def __init__(self, not_open: Callable[[], Exception]) -> None:
+        super().__init__("nvmlInit", "nvmlShutdown", not_open)
+        self.holders = 0
+
+    def init(self, *flags: object) -> None:
+        super().init(*flags)
+        self.holders += 1
+
+    def shutdown(self) -> None:
+        super().shutdown()  # refuses a shutdown without a session, and counts the call
+        self.holders -= 1
+        self.open = self.holders > 0
+
+
 def fake_pynvml(
     gpus: Sequence[FakeGpu], *, text_as_bytes: bool = False, mig_monitor: bool = False
 ) -> ModuleType:
@@ -166,7 +187,7 @@ def fake_pynvml(
     """
     module = ModuleType("pynvml")
     errors = {name: _nvml_error(name, text) for name, text in NVML_ERRORS.items()}
-    session = LibrarySession("nvmlInit", "nvmlShutdown", errors["Uninitialized"])
+    session = _NvmlSession(errors["Uninitialized"])
     ready = session.require
 
     def text(value: str) -> Any:
@@ -178,6 +199,8 @@ def fake_pynvml(
 
     def handle(index: int) -> tuple[FakeGpu, Optional[FakeMig]]:
         ready()
+        if not 0 <= index < len(gpus):  # pynvml passes a c_uint: -1 is past the end too
+            raise errors["InvalidArgument"]()
         if not gpus[index].accessible:
             raise errors["NoPermission"]()
         return gpus[index], None
