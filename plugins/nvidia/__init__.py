@@ -49,7 +49,7 @@ from accelkit.detect import (
 
 from .cuda_visible import cuda_ids, names_uuid
 from .modes import offered, smi_modes
-from .nvml import field, nvml_facts, opened, optional_call
+from .nvml import field, nvml_facts, opened, optional_call, unanswered
 from .proc import PROC_GPUS, device_minor, information, proc_minor
 from .tegra import from_tegra_files
 
@@ -163,8 +163,10 @@ def nvml_gpu(nvml: Any, handle: object, index: int) -> list[Device]:
 
 
 def mig_enabled(nvml: Any, handle: object) -> bool:
-    """Whether MIG is enabled on a GPU; a GPU without MIG answers "not supported"."""
-    mig_mode = optional_call(nvml.nvmlDeviceGetMigMode, handle, errors=nvml.NVMLError)
+    """Whether MIG is enabled on a GPU; a GPU without MIG answers "not supported" (a library
+    older than MIG, "function not found"). Any other error fails the layer, so that a GPU whose
+    MIG mode is unknown is never offered whole by its index: nvidia-smi's layer answers."""
+    mig_mode = optional_call(nvml.nvmlDeviceGetMigMode, handle, errors=unanswered(nvml))
     return bool(mig_mode) and mig_mode[0] == nvml.NVML_DEVICE_MIG_ENABLE
 
 

@@ -323,6 +323,19 @@ def test_mig_instances_nvml_cannot_list_leave_the_gpu_out(
     assert nvml.calls["nvmlShutdown"] == 1
 
 
+def test_a_mig_mode_nvml_cannot_read_fails_the_layer_instead_of_offering_the_gpu_whole(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    gpus = mig_node()
+    failing = {"nvmlDeviceGetMigMode": pynvml.NVML_ERROR_UNKNOWN}
+    nvml = emulated_pynvml(gpus, errors=failing, mig_monitor=True)  # GPU 0's memory answers
+    host = host_with(tmp_path, gpus, nvml=nvml, smi=(0, nvidia_hosts.nvidia_smi_output(gpus)))
+    devices, notes = run_detect(MANAGER, host)
+    assert [(d.id, d.source) for d in devices] == [("1", "command"), ("2", "command")]
+    assert "library layer failed: NVMLError_Unknown: Unknown Error" in notes
+    assert "warning: GPU 0 is left out: MIG is enabled" in notes
+
+
 def test_nvidia_smi_layer(tmp_path: pathlib.Path, run_detect: Callable[..., Any]) -> None:
     gpus = fake.fake_gpus(8)
     devices, notes = run_detect(
