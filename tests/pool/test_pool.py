@@ -17,6 +17,7 @@ from accelkit import InvalidRequest, Node, Unsatisfiable, WorkerCrashed
 from accelkit.ledger._holder import Holder
 from accelkit.ledger._ledger import Ledger
 from accelkit.pool._pool import AcceleratorPool
+from pool_support import wait_for
 
 
 def pool_of(ledger: Ledger, **options: Any) -> AcceleratorPool:
@@ -221,11 +222,3 @@ def test_functions_of_the_main_script_run_in_workers(tmp_path: Path, h100: Node)
     result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == [5, "0"]
-
-
-def wait_for(path: Path, timeout: float = 60) -> str:
-    deadline = time.monotonic() + timeout
-    while not path.exists() or not path.read_text():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.01)
-    return path.read_text()

@@ -23,6 +23,7 @@ from accelkit.ledger._ledger import Ledger
 from accelkit.pool._payload import pickled_call
 from accelkit.pool._pool import AcceleratorPool
 from accelkit.pool._process import main_module
+from pool_support import wait_for
 
 PARENT = """
 import json, os, sys, time
@@ -259,14 +260,6 @@ def test_a_main_script_that_fails_in_the_worker_fails_the_call_saying_why(
         )
         assert f'File "{script}", line 8, in <module>' in cause  # the remote traceback
     assert last == "3"
-
-
-def wait_for(path: Path, timeout: float = 60) -> str:
-    deadline = time.monotonic() + timeout
-    while not path.exists() or not path.read_text():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.01)
-    return path.read_text()
 
 
 def test_a_worker_whose_pool_ended_before_it_started_exits_at_once() -> None:

@@ -16,6 +16,7 @@ from accelkit.ledger._ledger import Ledger
 from accelkit.pool import _pool
 from accelkit.pool._pool import AcceleratorPool
 from accelkit.pool._process import WorkerProcess
+from pool_support import wait_for
 
 NOT_GIVEN_BACK = r"could not give grant .* back to the ledger .* is corrupt"
 """The warning of a pool whose ledger cannot take a grant back."""
@@ -136,11 +137,3 @@ def shut_down(pool: AcceleratorPool, timeout: float = 60) -> None:
     thread.start()
     thread.join(timeout)
     assert not thread.is_alive(), f"shutdown(wait=True) still waits after {timeout} s"
-
-
-def wait_for(path: Path, timeout: float = 60) -> str:
-    deadline = time.monotonic() + timeout
-    while not path.exists() or not path.read_text():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.01)
-    return path.read_text()
