@@ -16,6 +16,7 @@ from accelkit.ledger._location import GRANT_VAR, LEDGER_VAR
 from ledger_support import H100, ROOT
 
 TPU = str(ROOT / "examples" / "nodes" / "tpu-v6e-8")
+H100_ONE = str(ROOT / "examples" / "nodes" / "nvidia-h100-1gpu")
 
 
 def seeing(path: Path, visible: str, **options: object) -> Ledger:
@@ -98,8 +99,9 @@ def test_a_process_on_a_grant_takes_steps_of_it(
     [
         (TPU, 8, ["0", "1"]),  # a node without NVIDIA GPUs: eight logical ones, made up
         (H100, 4, ["0", "1"]),  # the operator lends four of the eight H100s
+        (H100_ONE, 4, ["0", "1"]),  # one real H100 and three logical GPUs beside it
     ],
-    ids=["logical", "narrowed"],
+    ids=["logical", "narrowed", "partly-logical"],
 )
 def test_an_override_holds_for_the_steps_of_a_grant_too(
     ledger_path: Path,
@@ -130,6 +132,29 @@ def test_an_override_holds_for_the_steps_of_a_grant_too(
     )
     assert fingerprint(seeing_one.node) == fingerprint(node.node)
     assert seeing_one.acquire({"GPU": 1}) is None  # GPU 1 is held by a step
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "visible", "override", "expected"),
+    [
+        (TPU, "2,3,5", 3, ["2", "3", "5"]),  # DESIGN's example: logical GPUs named by the variable
+        (H100, "6,7", 2, ["6", "7"]),  # the override keeps the two GPUs the variable shows
+    ],
+    ids=["design-example", "override-within-variable"],
+)
+def test_an_override_within_what_a_variable_shows_narrows_as_detection_does(
+    ledger_path: Path, snapshot: str, visible: str, override: int, expected: list[str]
+) -> None:
+    """Where the override and the variable agree, the process takes what it detects: the
+    variable's devices, not the first ones of the node the override configures."""
+    env = {
+        "CUDA_VISIBLE_DEVICES": visible,
+        "ACCELKIT_OVERRIDE_RESOURCES": json.dumps({"GPU": override}),
+    }
+    host = load_snapshot(snapshot, env=env)
+    assert [d.id for d in detect_node(host).devices if d.family == "nvidia"] == expected
+    taken = Ledger(ledger_path, host=host).acquire({"GPU": override})
+    assert taken is not None and taken.ids == {"GPU": expected}
 
 
 def test_a_step_never_waits_behind_the_node_s_queue(

@@ -40,6 +40,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from accelkit._faults import PLUGIN_FAULTS
+from accelkit.errors import ConfigurationError
 from accelkit.host import Host, HostView, LocalHost
 from accelkit.ledger._location import GRANT_VAR, grant_named
 from accelkit.manager import ACCELERATOR_TYPE_PREFIX
@@ -82,8 +83,8 @@ def ledger_node(
     host: Host, overrides: Optional[Mapping[str, object]], registry: Registry
 ) -> tuple[Node, Optional[Restriction]]:
     """The node a ledger serves for a process on ``host``, and what the process may take of it
-    (None: all of it). One detection when nothing restricts the process, two otherwise, three
-    when both an override and a visibility variable apply."""
+    (None: all of it). One detection when nothing restricts the process, two otherwise (more
+    when an override asks for more devices than a visibility variable shows)."""
     from accelkit.node._detect import detect_node
     from accelkit.node._operator import CONFIG_ENV_VARS, OVERRIDE_ENV
 
@@ -94,10 +95,13 @@ def ledger_node(
     causes = [f"{name}={host.env[name]!r}" for name in present]
     causes += [f"--override {name}={value}" for name, value in (overrides or {}).items()]
     why = ", ".join(causes)
-    variables = [name for name in present if name not in CONFIG_ENV_VARS]
-    if variables and (overrides or OVERRIDE_ENV in host.env):
+    try:
+        seen = detect_node(host, overrides, registry=registry)
+    except ConfigurationError:
+        variables = [name for name in present if name not in CONFIG_ENV_VARS]
+        if not variables or not (overrides or OVERRIDE_ENV in host.env):
+            raise
         return _configured_then_seen(host, overrides, physical, variables, why, registry)
-    seen = detect_node(host, overrides, registry=registry)
     return _part_of(seen, physical, why)
 
 
@@ -109,32 +113,66 @@ def _configured_then_seen(
     why: str,
     registry: Registry,
 ) -> tuple[Node, Optional[Restriction]]:
-    """The ledger's node when an override and a visibility variable both apply: the override
-    says what the node has, the variable which of it this process sees.
+    """The ledger's node when an override asks for more devices than a visibility variable
+    shows: the override says what the node has, the variable which of it this process sees.
 
-    Detected together, an override larger than the variable's list is refused (``accelkit ls``
-    says the two disagree), yet that is every process run on a grant of an overridden node: its
-    grant's variables list two GPUs of the eight the operator configured. So the override is
-    applied to the node seen without the variables, and each variable then picks, of its own
-    family's devices on that node, those the process may take (by UUID, else id; one the
-    override left out is not taken).
+    Detected together, the two disagree (``accelkit ls`` refuses them), yet that is every
+    process run on a grant of an overridden node: its grant's variables list two GPUs of the
+    eight the operator configured. So the override is applied to the node seen without the
+    variables, and each variable then picks, of its own family's devices on that node, those
+    the process may take: devices the machine has by UUID, else id, as the process detects them
+    through the variable (one the override left out is not taken); logical devices the override
+    made, which no detection shows, by the variable's tokens read as the family's runtime reads
+    them.
     """
     from accelkit.node._detect import detect_node
     from accelkit.node._operator import OVERRIDE_ENV
 
     configured = detect_node(_Lifted(host, variables), overrides, registry=registry)
     node, restriction = _part_of(configured, physical, why)
-    visible = detect_node(_Lifted(host, [OVERRIDE_ENV]), registry=registry)
     offered = allocatable(node)
-    narrowed = {m.name for m in registry.managers() if _visibility_names(m) & set(variables)}
-    matches = (counterpart(device, offered) for device in allocatable(visible))
-    keys = {_key(match) for match in matches if match is not None and match.family in narrowed}
-    keys |= {_key(device) for device in offered if device.family not in narrowed}
+    narrowed = [m for m in registry.managers() if _visibility_names(m) & set(variables)]
+    names = {m.name for m in narrowed}
+    keys = {_key(device) for device in offered if device.family not in names}
+    visible: Optional[Node] = None
+    for manager in narrowed:
+        devices = [d for d in offered if d.family == manager.name]
+        if any(d.source in _LOGICAL for d in devices):
+            keys |= _named_by_variable(manager, host.env, devices)
+            continue
+        if visible is None:
+            visible = detect_node(_Lifted(host, [OVERRIDE_ENV]), registry=registry)
+        seen = (d for d in allocatable(visible) if d.family == manager.name)
+        keys |= {_key(m) for m in (counterpart(d, devices) for d in seen) if m is not None}
     if restriction is not None:
         keys &= restriction.keys
     if keys == {_key(d) for d in offered}:
         return node, None
     return node, Restriction(frozenset(keys), why)
+
+
+def _named_by_variable(
+    manager: AcceleratorManager, env: Mapping[str, str], devices: list[Device]
+) -> set[DeviceKey]:
+    """The devices of ``devices`` the family's variables in ``env`` name, read as its runtime
+    reads them: in order, up to the first token that names no device or two (where CUDA, HIP
+    and ROCr stop); all of them when the family is unrestricted, none when the value cannot be
+    read (a restriction that cannot be read is never widened)."""
+    try:
+        tokens = manager.read_visible(env)
+    except PLUGIN_FAULTS:
+        return set()
+    if tokens is None:
+        return {_key(device) for device in devices}
+    keys: set[DeviceKey] = set()
+    for token in tokens:
+        named = [d for d in devices if d.id == token] or [
+            d for d in devices if manager.matches(token, d)
+        ]
+        if len(named) != 1:
+            break
+        keys.add(_key(named[0]))
+    return keys
 
 
 def given_node(
