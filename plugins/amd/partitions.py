@@ -9,9 +9,11 @@ Bus ids: KFD gives partition n the card's PCI id with n OR-ed into the function 
 nodes), so partition 2 reads as ``0000:05:00.2`` in KFD, in amdsmi (its BDF comes from that
 ``location_id``) and in amd-smi (ROCm/rocm_smi_lib#208, ROCm/rocm-systems#5805,
 open-mpi/hwloc#774). A variant putting n in bits 31:28 was posted and reverted; under it every
-partition reads as the card's own bus id. Both layouts are read alike: the partitions of a card
-are the nodes that share its PCI domain, bus and device, the first (partition 0, whose id is the
-card's own) naming the card; each partition is given the card's bus id and NUMA node.
+partition reads as the card's own bus id. Both layouts are read alike: a node whose bus id is no
+PCI function joins the card of its slot (PCI domain, bus and device) listed before it, partition 0
+(whose id is the card's own) naming the card, while separate GPUs on one slot (SR-IOV functions)
+are each a PCI function of their own and stay apart; each partition is given the card's bus id
+and NUMA node.
 
 The amdgpu driver gives the card's mode in ``current_compute_partition`` beside the card's
 other PCI attributes (``SPX``, ``DPX``, ``TPX``, ``QPX``, ``CPX``; amdgpu_gfx.c), so a
@@ -47,7 +49,7 @@ def with_partitions(host: Host, devices: Sequence[Device]) -> list[Device]:
     if [d.pci_bus_id for d in devices] != [kfd_bus_id(n) for n in nodes]:
         return list(devices)
     found = list(devices)
-    for positions in _cards(devices):
+    for positions in _cards(host, devices):
         card = devices[positions[0]].pci_bus_id or ""  # partition 0: the card's own bus id
         mode = _mode(host, card, len(positions))
         if mode is None:
@@ -62,16 +64,23 @@ def with_partitions(host: Host, devices: Sequence[Device]) -> list[Device]:
     return found
 
 
-def _cards(devices: Sequence[Device]) -> list[list[int]]:
-    """Positions of ``devices`` grouped by card: by the PCI domain, bus and device of their bus
-    ids, as KFD varies only the function bits between the partitions of a card (libamd_smi
-    groups them so into one socket). Devices without a bus id are on no known card."""
+def _cards(host: Host, devices: Sequence[Device]) -> list[list[int]]:
+    """Positions of ``devices`` grouped by card. A device whose bus id is a PCI function is a
+    card (or, when several share that exact id, its partitions under the reverted bits-31:28
+    layout). One whose bus id is no PCI function is a partition with its index in the function
+    bits: it joins the card of its slot (domain, bus, device) listed before it. Separate GPUs on
+    one slot (SR-IOV functions) stay separate, each a PCI function of its own. Devices without a
+    bus id are on no known card."""
     cards: dict[str, list[int]] = {}
     for position, device in enumerate(devices):
-        if device.pci_bus_id is None:
+        bus = device.pci_bus_id
+        if bus is None:
             continue
-        slot = device.pci_bus_id.rsplit(".", 1)[0]  # "0000:05:00" of "0000:05:00.2"
-        cards.setdefault(slot, []).append(position)
+        card = bus
+        if not host.exists(f"/sys/bus/pci/devices/{bus}"):
+            slot = bus.rsplit(".", 1)[0]  # "0000:05:00" of "0000:05:00.2"
+            card = next((c for c in reversed(list(cards)) if c.rsplit(".", 1)[0] == slot), bus)
+        cards.setdefault(card, []).append(position)
     return list(cards.values())
 
 

@@ -67,6 +67,32 @@ def test_each_partition_is_a_gpu_with_its_id_memory_uuid_and_mode(
     assert "warning" not in notes
 
 
+def test_separate_gpus_on_one_slot_stay_separate(tmp_path: pathlib.Path) -> None:
+    """Two GPUs that are two PCI functions of one slot (SR-IOV functions, or a VM given them as
+    one multi-function device) are not one partitioned card: each is a PCI function of its own,
+    with its own bus id, NUMA node and type, through every layer."""
+    gpus = [
+        fake.FakeAmdGpu(bus_id=f"0000:c1:00.{n}", serial=0x2000 + n, device_id=0x74B5, numa_node=n)
+        for n in (1, 2)
+    ]
+    amd_hosts.write_sysfs(tmp_path, gpus)
+    commands = {
+        amd_hosts.AMD_SMI_LIST_ARGV: (0, amd_hosts.amd_smi_list_output(gpus)),
+        amd_hosts.AMD_SMI_STATIC_ARGV: (0, amd_hosts.amd_smi_static_output(gpus)),
+    }
+    library = accelkit.FakeHost(root=tmp_path, modules={"amdsmi": fake.fake_amdsmi(gpus)})
+    tool = accelkit.FakeHost(root=tmp_path, commands=commands)
+    for host in (library, tool, accelkit.FakeHost(root=tmp_path)):
+        node = accelkit.detect_node(host)
+        seen = [(d.pci_bus_id, d.numa_node, d.type_label) for d in node.devices]
+        assert seen == [
+            ("0000:c1:00.1", 1, "AMD-Instinct-MI300X-OAM"),
+            ("0000:c1:00.2", 2, "AMD-Instinct-MI300X-OAM"),
+        ]
+        messages = " ".join(d.message for d in node.diagnostics)
+        assert "partition" not in messages and "PCI card" not in messages
+
+
 def test_a_cpx_node_offers_64_gpus_of_its_type(tmp_path: pathlib.Path) -> None:
     root = tmp_path
     cards = fake.fake_amdgpus(8)
