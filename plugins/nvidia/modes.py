@@ -48,9 +48,11 @@ def offered(devices: Sequence[Device], mode: Optional[int], gpu: object) -> list
     each not ``offered`` when Prohibited, each ``exclusive`` when one process at a time may use
     the GPU."""
     if mode == PROHIBITED:
+        # nvidia-smi -i takes a bus id too: this GPU's number may not be nvidia-smi's index
+        bus = next((d.pci_bus_id for d in devices if d.pci_bus_id), "<index>")
         note(
             f"GPU {gpu} is in the Prohibited compute mode (no process may use it): not offered; "
-            "`nvidia-smi -i <index> -c DEFAULT` makes it usable",
+            f"`nvidia-smi -i {bus} -c DEFAULT` makes it usable",
             "warning",
         )
         return [device.replace(offered=False) for device in devices]

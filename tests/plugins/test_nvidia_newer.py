@@ -62,6 +62,9 @@ def test_a_prohibited_gpu_is_not_offered_and_an_exclusive_one_is_whole(
         ("2", True, True),
     ]
     assert "warning: GPU 1 is in the Prohibited compute mode (no process may use it)" in notes
+    # named by bus id for nvidia-smi: GPU 1 need not be nvidia-smi's index 1 (a device cgroup)
+    bus = devices[1].pci_bus_id
+    assert bus is not None and f"`nvidia-smi -i 0000{bus} -c default`" in notes.lower()
     assert "GPU 2 is in the Exclusive_Process compute mode: offered whole, to one grant" in notes
 
 
