@@ -186,10 +186,11 @@ class AcceleratorManager:
         return is_index(token) and device.index is not None and int(token) == device.index
 
     def accelerator_type(self, devices: Sequence[Device]) -> Optional[str]:
-        """The node's type label for this family: the first device's label (None if unlabelled).
-
-        The node is labelled with it only when the family's devices share one type label."""
-        return next((d.type_label for d in devices if d.type_label), None)
+        """The node's type label for this family (``<prefix><family>.type``): the label every
+        device has, None when they have several or none (a family of A100s and T4s has no one
+        type, and a pod selecting ``nvidia.type=A100`` must not be given the T4)."""
+        labels = {d.type_label for d in devices}
+        return labels.pop() if len(labels) == 1 else None
 
     def additional_resources(self, devices: Sequence[Device], host: Host) -> dict[str, float]:
         """Extra node resources beside the device count (e.g. a TPU slice name)."""

@@ -146,10 +146,14 @@ def test_the_policy_is_the_declarations_as_data() -> None:
     assert policy.validate_quantity(2) == Block().validate_quantity(2)
 
 
-def test_accelerator_type_is_the_first_label() -> None:
-    devices = [Device(id="0"), Device(id="1", type_label="T4"), Device(id="2", type_label="A100")]
-    assert Widget().accelerator_type(devices) == "T4"
+def test_accelerator_type_is_the_label_every_device_has() -> None:
+    t4s = [Device(id="0", type_label="T4"), Device(id="1", type_label="T4")]
+    assert Widget().accelerator_type(t4s) == "T4"
+    # several types, or some devices untyped (an override's logical ones): no one type
+    assert Widget().accelerator_type([*t4s, Device(id="2", type_label="A100")]) is None
+    assert Widget().accelerator_type([*t4s, Device(id="2")]) is None
     assert Widget().accelerator_type([Device(id="0")]) is None
+    assert Widget().accelerator_type([]) is None
 
 
 def test_a_valid_manager_has_no_contract_errors() -> None:

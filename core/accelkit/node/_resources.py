@@ -106,10 +106,9 @@ def _explain_shared_cards(devices: Sequence[Device]) -> None:
 
 
 def _labels(families: list[Family], prefix: str, sink: list[Diagnostic]) -> dict[str, str]:
-    """Per-family facts always; a type label only for devices that share one type: a family's
-    ``<prefix><family>.type`` when its devices do, ``<prefix>accelerator-type`` when every
-    device on the node does (a node of T4s and A100s has no single type, and a pod selecting
-    ``nvidia.type=A100`` must not land on it to be given the T4)."""
+    """Per-family facts always; ``<prefix><family>.type`` as the manager names the family's
+    type (by default only when its devices share one), ``<prefix>accelerator-type`` only when
+    every device on the node shares one type (a node of T4s and A100s has no single type)."""
     labels: dict[str, str] = {}
     kinds: list[Optional[str]] = []
     for family in families:
@@ -118,12 +117,11 @@ def _labels(families: list[Family], prefix: str, sink: list[Diagnostic]) -> dict
         manager, devices = family.manager, family.devices
         with noting(manager.name, sink):
             kind = _guarded("accelerator_type", None, manager.accelerator_type, devices)
-            if kind and len({d.type_label for d in devices}) > 1:
+            if not kind and len({d.type_label for d in devices}) > 1:
                 note(
                     f"no {prefix}{manager.name}.type label: its devices have several types "
                     f"({_types_text(devices)}); the accelerator_type:<label> resources name them"
                 )
-                kind = None
             kinds.append(str(kind) if kind else None)
             labels[f"{prefix}{manager.name}.count"] = str(len(devices))
             if kind:
@@ -143,15 +141,16 @@ def _labels(families: list[Family], prefix: str, sink: list[Diagnostic]) -> dict
                 NODE_FAMILY,
                 "info",
                 f"no {prefix}accelerator-type label: the node's devices have several types "
-                f"({', '.join(types) or 'unlabelled'}); each family's {prefix}<family>.type and "
-                "the accelerator_type:<label> resources name them",
+                f"({', '.join(types) or 'unlabelled'}); each family's {prefix}<family>.type "
+                "(where its devices share one) and the accelerator_type:<label> resources name "
+                "them",
             )
         )
     return labels
 
 
 def _types_text(devices: Sequence[Device]) -> str:
-    """``A100, T4 and 2 untyped``: the distinct type labels of ``devices``, for a note."""
+    """``A100, T4, 2 untyped``: the distinct type labels of ``devices``, for a note."""
     types = sorted({str(d.type_label) for d in devices if d.type_label})
     untyped = sum(1 for d in devices if not d.type_label)
     return ", ".join(types + ([f"{untyped} untyped"] if untyped else []))
