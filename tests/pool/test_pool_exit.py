@@ -6,10 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+import pool_targets as targets
 import pytest
 from accelkit.ledger._ledger import Ledger
+from accelkit.pool import _pool
+from accelkit.pool._pool import AcceleratorPool
 
 EXITING = """
 import json, sys, time
@@ -44,3 +48,22 @@ def test_the_interpreter_waits_for_submitted_calls_before_it_exits(
     assert marker.read_text() == "done"
     # The idle worker was stopped and its grant given back, not left for the ledger to reclaim.
     assert json.loads(ledger.path.read_text())["grants"] == []
+
+
+def test_at_exit_a_pool_waiting_for_another_pools_idle_worker_is_served(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pool ``a``'s idle worker holds every GPU, which pool ``b``'s call waits for; the exit
+    hook shuts ``b`` down first. Both must be told first, so that ``a`` retires its worker."""
+    a = AcceleratorPool(ledger.node, ledger=ledger)
+    b = AcceleratorPool(ledger.node, ledger=ledger)
+    assert a.submit(targets.add, 1, resources={"GPU": 8}, max_calls=0).result(timeout=60) == 1
+    waiting = b.submit(targets.add, 2, resources={"GPU": 1})
+    monkeypatch.setattr(_pool, "_pools", [b, a])  # the order that waited forever
+    monkeypatch.setattr(_pool, "_exiting", False)
+    exiting = threading.Thread(target=_pool._wait_at_exit, daemon=True)
+    exiting.start()
+    exiting.join(60)
+    assert not exiting.is_alive(), "the exit hook still waits after 60 s"
+    assert waiting.result(timeout=0) == 2
+    assert ledger.grants() == []

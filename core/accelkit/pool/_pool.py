@@ -401,11 +401,19 @@ def _wait_at_exit() -> None:
     futures of ``concurrent.futures`` executors before it exits (``shutdown(wait=False)``
     included): work that was submitted is done, not dropped, and the workers give their grants
     back. ``threading`` calls this at exit before it joins its threads and before ``atexit``
-    handlers run, while worker processes can still be started."""
+    handlers run, while worker processes can still be started.
+
+    Every pool is told to shut down before any is waited for: each then stops its idle workers
+    once its own calls are done, and an idle worker's grant may be what another pool's call
+    waits for (waiting for that pool first would wait forever). Not handled: a call waiting
+    for devices that this process holds itself (a grant taken from the ledger directly) waits
+    forever, since that grant goes back only once the process has ended."""
     global _exiting
     with _exit_lock:
         _exiting = True
         pools = list(_pools)
+    for pool in pools:
+        pool.shutdown(wait=False)
     for pool in pools:
         pool.shutdown(wait=True)
 
