@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -67,3 +68,49 @@ def test_at_exit_a_pool_waiting_for_another_pools_idle_worker_is_served(
     assert not exiting.is_alive(), "the exit hook still waits after 60 s"
     assert waiting.result(timeout=0) == 2
     assert ledger.grants() == []
+
+
+FORKING = """
+import os, signal, sys, threading, time
+from accelkit.pool import _pool
+from accelkit.pool._pool import AcceleratorPool
+
+if __name__ == "__main__":
+    pool = AcceleratorPool(ledger=sys.argv[1])
+    pool.submit(abs, -1).result()  # the pool has a dispatcher: it is waited for at exit
+    held, done = threading.Event(), threading.Event()
+
+    def hold():  # another thread holds the locks at the fork: in the child, for ever
+        with _pool._exit_lock, pool._condition:
+            held.set()
+            done.wait()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait()
+    child = os.fork()
+    if child:
+        done.set()
+        holder.join()
+    if child == 0:
+        sys.exit(0)  # the child's exit must not wait for the parent's pool, nor its locks
+    deadline = time.monotonic() + 20
+    while os.waitpid(child, os.WNOHANG) == (0, 0):
+        if time.monotonic() > deadline:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            sys.exit("the forked child still had not exited after 20 s")
+        time.sleep(0.01)
+    pool.shutdown()
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_forked_child_exits_without_waiting_for_the_parents_pools(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    script = tmp_path / "forking.py"
+    script.write_text(FORKING)
+    argv = [sys.executable, str(script), str(ledger.path)]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr

@@ -418,6 +418,20 @@ def _wait_at_exit() -> None:
         pool.shutdown(wait=True)
 
 
+def _forget_pools_after_fork() -> None:
+    """In a forked child, start with no pools and a fresh lock: the parent's pools have no
+    dispatcher here, and their locks (or ``_exit_lock``) may have been held by a parent thread
+    at the fork, so waiting for them at the child's exit would hang it (as
+    ``concurrent.futures.thread`` resets its own)."""
+    global _pools, _exiting, _exit_lock
+    _pools = weakref.WeakSet()
+    _exiting = False
+    _exit_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
+    os.register_at_fork(after_in_child=_forget_pools_after_fork)
+
 # The hook concurrent.futures uses (private, in every supported Python): it runs at exit before
 # threading joins the program's own threads and before atexit handlers tear libraries down.
 threading._register_atexit(_wait_at_exit)  # type: ignore[attr-defined]
