@@ -41,6 +41,46 @@ def test_shutdown_returns_only_once_every_future_is_done(
     assert future.result() == 3
 
 
+def test_a_done_callback_may_shut_the_pool_down_and_wait(ledger: Ledger, tmp_path: Path) -> None:
+    """The callback runs as the call settles; its ``shutdown(wait=True)`` returns (it waited
+    for the call's own slot before, which is freed only after the callbacks)."""
+    gate, started = tmp_path / "gate", tmp_path / "started"
+    pool = AcceleratorPool(ledger.node, ledger=ledger)
+    future = pool.submit(targets.hold, str(gate), str(started), resources={"GPU": 1})
+    shut = threading.Event()
+    future.add_done_callback(lambda done: (pool.shutdown(wait=True), shut.set()))
+    wait_for(started)  # the callback is in place before the call can end
+    gate.touch()
+    assert shut.wait(30), "shutdown(wait=True) from a done-callback still waits after 30 s"
+    assert ledger.grants() == []
+
+
+def test_a_done_callback_may_submit_and_wait_with_a_single_worker(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    """A follow-up call chained on an answer gets the only slot, that of the call whose
+    callback waits for it."""
+    gate, started = tmp_path / "gate", tmp_path / "started"
+    pool = AcceleratorPool(ledger.node, ledger=ledger, max_workers=1)
+    future = pool.submit(targets.hold, str(gate), str(started), resources={"GPU": 1})
+    follow_ups: list[Any] = []
+    followed = threading.Event()
+
+    def follow_up(done: Future[str]) -> None:
+        try:
+            follow_ups.append(pool.submit(targets.add, 2, resources={"GPU": 1}).result(10))
+        except BaseException as error:
+            follow_ups.append(error)
+        followed.set()
+
+    future.add_done_callback(follow_up)
+    wait_for(started)
+    gate.touch()
+    assert followed.wait(30)
+    shut_down(pool)
+    assert follow_ups == [2]
+
+
 def test_a_ledger_that_cannot_take_a_grant_back_loses_no_result(
     ledger: Ledger, tmp_path: Path
 ) -> None:

@@ -22,6 +22,7 @@ import weakref
 from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import BrokenExecutor, Executor, Future
+from concurrent.futures import wait as wait_for_futures
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
 
@@ -96,6 +97,7 @@ class AcceleratorPool(Executor):
         self._pending: deque[_Call] = deque()
         self._idle: list[WorkerProcess] = []
         self._busy = 0
+        self._settling: set[Future[Any]] = set()  # no longer busy, their outcome being set
         self._condition = threading.Condition()
         self._closing = False
         self._dispatcher: Optional[threading.Thread] = None
@@ -153,7 +155,11 @@ class AcceleratorPool(Executor):
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """No more calls; with ``cancel_futures`` drop those not started; with ``wait`` return
         once every call has finished and every worker has stopped (grants given back). Without
-        ``wait`` the calls still run: the interpreter waits for them at exit."""
+        ``wait`` the calls still run: the interpreter waits for them at exit.
+
+        A future's done-callback may call this: its own future is done by then, and the others
+        are waited for until they are done, not until their callbacks have returned (which
+        could be waiting for this one)."""
         with self._condition:
             self._closing = True
             if cancel_futures:
@@ -166,6 +172,9 @@ class AcceleratorPool(Executor):
             return
         if wait:
             dispatcher.join()
+            with self._condition:
+                settling = list(self._settling)
+            wait_for_futures(settling)
 
     # -- dispatching -------------------------------------------------------------------------
     def _start_dispatcher(self) -> threading.Thread:
@@ -353,9 +362,16 @@ class AcceleratorPool(Executor):
     def _settle(
         self, call: _Call, *, result: Any = None, error: Optional[BaseException] = None
     ) -> None:
-        """Give the future its outcome, and only then count the call as done:
-        ``shutdown(wait=True)`` returns once nothing is busy, and every future must be done by
-        then."""
+        """Free the call's slot, then give the future its outcome.
+
+        The slot goes first because setting the outcome runs the future's done-callbacks, here:
+        one that submits a call and waits for it needs the slot, and one that shuts the pool
+        down waits for the dispatcher, which waits for nothing busy. Until its future is done,
+        the call is in ``_settling``, which ``shutdown(wait=True)`` waits for."""
+        with self._condition:
+            self._busy -= 1
+            self._settling.add(call.future)
+            self._condition.notify_all()
         try:
             if error is None:
                 call.future.set_result(result)
@@ -363,8 +379,7 @@ class AcceleratorPool(Executor):
                 call.future.set_exception(error)
         finally:
             with self._condition:
-                self._busy -= 1
-                self._condition.notify_all()
+                self._settling.discard(call.future)
 
     def _retire(self, worker: WorkerProcess) -> None:
         """Stop a worker, then give its grant back (only then are its devices free).
