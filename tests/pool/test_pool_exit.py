@@ -114,3 +114,23 @@ def test_a_forked_child_exits_without_waiting_for_the_parents_pools(
     argv = [sys.executable, str(script), str(ledger.path)]
     result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+def test_calls_started_once_the_exit_began_run_one_at_a_time_without_threads(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Python 3.12 starts no thread once its exit began, which it says (``_SHUTTING_DOWN``)
+    before this module's exit hook runs when another hook ran first: the calls still run."""
+    pool = AcceleratorPool(ledger.node, ledger=ledger)
+    assert pool.submit(targets.add, 1).result(timeout=60) == 1  # its dispatcher is running
+
+    def refuse(thread: threading.Thread) -> None:
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    monkeypatch.setattr(threading, "_SHUTTING_DOWN", True, raising=False)
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    futures = [pool.submit(targets.add, n, resources={"GPU": 1}) for n in range(3)]
+    assert [future.result(timeout=60) for future in futures] == [0, 1, 2]
+    monkeypatch.undo()
+    pool.shutdown()
+    assert ledger.grants() == []

@@ -455,11 +455,15 @@ threading._register_atexit(_wait_at_exit)  # type: ignore[attr-defined]
 def _start_thread(target: Callable[..., None], *args: Any) -> bool:
     """Run ``target(*args)`` in a new daemon thread; False when the interpreter is exiting and
     Python starts no more threads (3.12 refuses them from the exit hooks on), in which case the
-    caller runs it itself: the calls still waiting at exit then run one at a time."""
+    caller runs it itself: the calls still waiting at exit then run one at a time.
+
+    ``threading._SHUTTING_DOWN`` says the exit began even before this module's hook has run
+    (another hook, such as a ``ThreadPoolExecutor``'s, registered later, runs first and may
+    wait long): without it, every call started meanwhile would fail."""
     try:
         threading.Thread(target=target, args=args, daemon=True).start()
     except RuntimeError:
-        if _exiting:
+        if _exiting or getattr(threading, "_SHUTTING_DOWN", False):
             return False
         raise
     return True
