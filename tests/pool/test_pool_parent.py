@@ -20,6 +20,7 @@ import pytest
 from accelkit import Node, Unsatisfiable
 from accelkit.ledger._holder import Holder
 from accelkit.ledger._ledger import Ledger
+from accelkit.pool import _payload
 from accelkit.pool._payload import pickled_call
 from accelkit.pool._pool import AcceleratorPool
 from accelkit.pool._process import main_module
@@ -216,6 +217,27 @@ def test_what_is_defined_in___main___is_found_by_importing_it(
     del main.__file__
     with pytest.raises(pickle.PicklingError, match="double is defined in an interactive"):
         pickled_call(double, (1,), {}, "double")
+
+
+def test_a_function_of_the_script_is_pickled_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The function itself names ``__main__``, so its call refers there, whatever else it holds:
+    looking through its pickle a second time for what refers there would only double the cost
+    of large arguments."""
+    main = main_of_a_session(monkeypatch, "/work/job.py")
+
+    def double(x: int) -> int:
+        return 2 * x
+
+    double.__module__, double.__qualname__ = "__main__", "double"
+    main.double = double
+
+    def second_pass(obj: object) -> None:
+        raise AssertionError("the call was pickled a second time")
+
+    monkeypatch.setattr(_payload, "_pickled_noting_main", second_pass)
+    payload, script = pickled_call(double, (b"large",), {}, "double")
+    assert script == ("path", "/work/job.py")
+    assert pickle.loads(payload) == (double, (b"large",), {})
 
 
 FAILING_MAIN = """

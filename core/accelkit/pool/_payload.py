@@ -28,11 +28,13 @@ def pickled_call(
     ``AttributeError`` from the worker.
     """
     payload = pickle.dumps((fn, args, kwargs))
-    if b"__main__" not in payload:  # the common case, at no cost: nothing can refer to it
-        return payload, None
-    payload, refers = _pickled_noting_main((fn, args, kwargs))
-    if not refers:  # the bytes were some string, such as an argument "__main__"
-        return payload, None
+    if getattr(fn, "__module__", None) != "__main__":  # else it refers to __main__ for sure
+        if b"__main__" not in payload:  # the common case, at no cost: nothing can refer to it
+            return payload, None
+        del payload  # not kept alive while the call is pickled again (both could be large)
+        payload, refers = _pickled_noting_main((fn, args, kwargs))
+        if not refers:  # the bytes were some string, such as an argument "__main__"
+            return payload, None
     main = main_module()
     if main is not None:
         return payload, main
