@@ -3,6 +3,7 @@ process on a grant takes steps of it, and a ledger is always one absolute file."
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -306,3 +307,28 @@ def test_a_node_given_already_narrowed_meets_the_physical_node(ledger_path: Path
     assert fingerprint(given.node) == fingerprint(Ledger(ledger_path, host=host).node)
     taken = [given.acquire({"GPU": 1}) for _ in range(3)]
     assert [t.ids if t else None for t in taken] == [{"GPU": ["2"]}, {"GPU": ["3"]}, None]
+
+
+def test_processes_that_may_open_different_gpus_never_share_a_ledger_node(
+    ledger_path: Path, tmp_path: Path
+) -> None:
+    """Two device cgroups of one machine: one may not open NVML's GPU 0, the other GPU 3. Both
+    number the GPUs they see 0, 1, 2 as CUDA does, and only the device files tell them apart: the
+    second is told the ledger holds another node's grants instead of being granted NVML's GPU 1,
+    which the first already holds as its "0"."""
+    from accelkit import FakeHost
+    from accelkit.testing.fakes import nvidia as fake
+    from accelkit.testing.fakes.nvml_c import emulated_pynvml
+
+    def denied(index: int) -> FakeHost:
+        gpus = fake.fake_gpus(4)
+        gpus[index] = dataclasses.replace(gpus[index], accessible=False)
+        return FakeHost(root=tmp_path, modules={"pynvml": emulated_pynvml(gpus)})
+
+    first, second = Ledger(ledger_path, host=denied(0)), Ledger(ledger_path, host=denied(3))
+    assert [d.id for d in first.node.devices] == [d.id for d in second.node.devices]
+    assert fingerprint(first.node) != fingerprint(second.node)
+    held = first.acquire({"GPU": 1})
+    assert held is not None and held.ids == {"GPU": ["0"]}
+    with pytest.raises(LedgerError, match="holds grants on another node"):
+        second.acquire({"GPU": 2})

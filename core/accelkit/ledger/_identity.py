@@ -19,9 +19,11 @@ A node handed in already narrowed (``Ledger(node=detect_node())`` in a shell wit
 ``CUDA_VISIBLE_DEVICES`` set: its ``detected`` counts more devices than it lists) is matched the
 same way, against the node detected on the host without the restriction.
 
-The identity (:func:`fingerprint`) covers what the node's devices are, and only that: families
-that have no device on the node, and plain capacity, are left out, so that a process with
-another set of plugins, or one user's override, meets the same ledger. (An earlier accelkit's
+The identity (:func:`fingerprint`) covers what the node's devices are (their device files'
+minors too, where detection reads them: processes in two device cgroups number different GPUs
+alike), and only that: families that have no device on the node, and plain capacity, are left
+out, so that a process with another set of plugins, or one user's override, meets the same
+ledger. (An earlier accelkit's
 identity covered every registered family, and its NVIDIA policy named files by index: a ledger
 it left with live grants is another node's to this one until those grants end.)
 
@@ -357,9 +359,18 @@ def _with_plain_capacity(physical: Node, seen: Node) -> Node:
 
 
 def _device_facts(node: Node) -> list[list[object]]:
-    return [
-        [d.family, d.id, d.resource_name, d.index, d.type_label, d.parent] for d in node.devices
-    ]
+    """What each device is, for the fingerprint. A device's file minor (NVIDIA's ``Device.minor``)
+    joins it where detection read one: two processes in different device cgroups number the
+    GPUs they may open alike (CUDA's numbers, from 0), and only the files tell whose GPU 0 is
+    which, so they never meet in one ledger as one node and hand one GPU out twice. (Devices of
+    families that read no minor keep the facts an earlier accelkit fingerprinted.)"""
+    facts: list[list[object]] = []
+    for d in node.devices:
+        fact: list[object] = [d.family, d.id, d.resource_name, d.index, d.type_label, d.parent]
+        if d.minor is not None:
+            fact.append(d.minor)
+        facts.append(fact)
+    return facts
 
 
 def _checksum(facts: Mapping[str, object]) -> str:
