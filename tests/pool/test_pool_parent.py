@@ -100,10 +100,11 @@ def double(x):
 
 node = Node.from_dict(json.loads(open(sys.argv[2]).read()))
 with AcceleratorPool(node, ledger=sys.argv[1]) as pool:
-    try:
-        print(pool.submit(double, 21, resources={"GPU": 1}).result())
-    except Exception as error:
-        print(type(error).__name__, error)
+    for fn, x in ((double, 21), (lambda x: x + 1, 41)):  # a lambda: not even a name to find
+        try:
+            print(pool.submit(fn, x, resources={"GPU": 1}).result())
+        except Exception as error:
+            print(type(error).__name__, error)
 """
 
 
@@ -117,10 +118,13 @@ def test_a_function_of_a_session_without_a_script(
     argv = [sys.executable, "-c", SESSION, str(ledger.path), str(node_files["nvidia-h100-8gpu"])]
     result = subprocess.run([*argv, cloudpickle], capture_output=True, text=True, timeout=120)
     if cloudpickle == "with":
-        assert result.stdout == "42\n", result.stderr
+        assert result.stdout == "42\n42\n", result.stderr
     else:
-        assert result.stdout.startswith("PicklingError double is defined in an interactive")
-        assert "Install cloudpickle" in result.stdout
+        double, anonymous = result.stdout.splitlines()
+        assert double.startswith("PicklingError double is defined in an interactive")
+        assert "Install cloudpickle" in double
+        assert anonymous.startswith("PicklingError <lambda> cannot be sent to a worker process")
+        assert "Install cloudpickle" in anonymous and "define it with def" in anonymous
 
 
 MODULE_MAIN = """

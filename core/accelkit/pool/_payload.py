@@ -27,7 +27,10 @@ def pickled_call(
     value; without it, a clear ``pickle.PicklingError`` says so, rather than an
     ``AttributeError`` from the worker.
     """
-    payload = pickle.dumps((fn, args, kwargs))
+    try:
+        payload = pickle.dumps((fn, args, kwargs))
+    except (pickle.PicklingError, AttributeError) as error:  # a lambda, a nested function
+        return _by_value((fn, args, kwargs), name, error), None
     if getattr(fn, "__module__", None) != "__main__":  # else it refers to __main__ for sure
         if b"__main__" not in payload:  # the common case, at no cost: nothing can refer to it
             return payload, None
@@ -47,6 +50,22 @@ def pickled_call(
             "value, or define the function in a module or a script"
         ) from None
     return cloudpickle.dumps((fn, args, kwargs)), None
+
+
+def _by_value(call: tuple[Any, ...], name: str, error: Exception) -> bytes:
+    """``call`` pickled by value with ``cloudpickle``, for what no worker can find by name (a
+    lambda, a function defined inside another), as ``ProcessPoolExecutor`` cannot send either;
+    without cloudpickle a ``pickle.PicklingError`` says what to do."""
+    try:
+        import cloudpickle
+    except ImportError:
+        raise pickle.PicklingError(
+            f"{name} cannot be sent to a worker process by name ({error}). Install cloudpickle "
+            "(pip install cloudpickle) to send it by value, or define it with def at the top "
+            "level of a module or a script"
+        ) from None
+    payload: bytes = cloudpickle.dumps(call)
+    return payload
 
 
 def _unimportable_main() -> str:
