@@ -3,8 +3,10 @@ end of a ``with``) returns only after that, whatever fails on the way."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
+import warnings
 from concurrent.futures import BrokenExecutor, Future
 from pathlib import Path
 from typing import Any
@@ -98,6 +100,41 @@ def test_a_ledger_that_cannot_take_a_grant_back_loses_no_result(
     ledger.path.write_text(readable)
     assert ledger.grants() == []  # reclaimed: its holder, the worker, has ended
     shut_down(pool)
+
+
+def test_warnings_as_errors_stop_every_worker_all_the_same(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Under ``-W error`` (a test suite's ``filterwarnings = error``), the warning of a grant the
+    ledger cannot take back is an exception: it must not leave the other workers running."""
+    gate = tmp_path / "gate"
+    pool = AcceleratorPool(ledger.node, ledger=ledger, max_workers=3)
+    futures = [
+        pool.submit(
+            targets.hold, str(gate), str(tmp_path / f"started{n}"), resources={"GPU": 1},
+            max_calls=0,
+        )
+        for n in range(3)
+    ]  # fmt: skip
+    for n in range(3):  # three calls at once: three workers, kept once their calls end
+        wait_for(tmp_path / f"started{n}")
+    gate.touch()
+    assert sorted(f.result(timeout=60) for f in futures) == ["0", "1", "2"]
+    workers = list(pool._idle)
+    assert len(workers) == 3
+
+    def unreadable(grant: object) -> None:
+        raise LedgerError("the ledger is corrupt")
+
+    monkeypatch.setattr(ledger, "discard", unreadable)
+    raised: list[BaseException] = []
+    monkeypatch.setattr(threading, "excepthook", lambda hook: raised.append(hook.exc_value))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        shut_down(pool)
+    assert [w.alive() for w in workers] == [False, False, False]
+    assert len(raised) == 1 and isinstance(raised[0], RuntimeWarning)
+    assert re.search(NOT_GIVEN_BACK, str(raised[0]))
 
 
 def test_a_ledger_that_cannot_take_a_spare_workers_grant_back_fails_only_the_call(

@@ -252,11 +252,16 @@ class AcceleratorPool(Executor):
             while self._busy:
                 self._condition.wait()
             idle, self._idle = self._idle, []
-        for worker in idle:
+        failed: list[tuple[WorkerProcess, Exception]] = []
+        for worker in idle:  # every worker is stopped before any failure is reported
             try:
                 self._retire(worker)
-            except Exception as error:  # the others are stopped all the same
-                _warn_not_stopped(worker, error)
+            except Exception as error:
+                failed.append((worker, error))
+        for worker, failure in failed:
+            if isinstance(failure, Warning):  # -W error: the worker stopped; its warning is raised
+                raise failure
+            _warn_not_stopped(worker, failure)
 
     def _reusable(self, call: _Call) -> Optional[WorkerProcess]:
         """An idle worker made for this kind of call; lock held. Idle workers found dead
