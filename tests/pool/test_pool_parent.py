@@ -294,3 +294,38 @@ def test_a_worker_whose_pool_ended_before_it_started_exits_at_once() -> None:
     probe = "from accelkit.pool import _child; _child._end_with(1); print('served')"
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert (result.returncode, result.stdout) == (70, ""), result.stderr
+
+
+APP = """
+import json, sys
+from accelkit import Node
+from accelkit.pool import AcceleratorPool
+
+def double(x):
+    return 2 * x
+
+if __name__ == "__main__":
+    sys.modules["cloudpickle"] = None  # as where it is not installed
+    node = Node.from_dict(json.loads(open(sys.argv[2]).read()))
+    with AcceleratorPool(node, ledger=sys.argv[1]) as pool:
+        try:
+            print(pool.submit(double, 21).result())
+        except Exception as error:
+            print(type(error).__name__, error)
+"""
+
+
+def test_a_directory_run_as_a_program_is_named_as_such(
+    ledger: Ledger, node_files: dict[str, Path], tmp_path: Path
+) -> None:
+    """``python appdir/`` runs ``appdir/__main__.py`` as ``__main__`` with no package: the
+    message says so, not "a package's __main__"."""
+    app = tmp_path / "appdir"
+    app.mkdir()
+    (app / "__main__.py").write_text(APP)
+    argv = [sys.executable, str(app), str(ledger.path), str(node_files["nvidia-h100-8gpu"])]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert result.stdout.startswith(
+        f"PicklingError double is defined in {app}'s __main__.py (run as a program"
+    ), result.stdout + result.stderr
+    assert "package" not in result.stdout

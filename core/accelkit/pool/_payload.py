@@ -71,6 +71,8 @@ def _by_value(call: tuple[Any, ...], name: str, error: Exception) -> bytes:
 def _unimportable_main() -> str:
     """What the caller's ``__main__`` is, when no worker can import it."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name == "__main__":  # python DIR, python FILE.zip
+        return f"{sys.argv[0]}'s __main__.py (run as a program, which would run it again)"
     if spec is not None:
         return f"{spec.name} (a package's __main__, which would run the program again)"
     return f"an interactive session ({sys.argv[0] or 'the REPL'}: __main__ without a script file)"
