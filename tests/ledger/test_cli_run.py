@@ -89,6 +89,26 @@ def test_the_command_sees_its_grant_and_with_hide_others_nothing_else(tmp_path: 
         assert seen.stdout.split(" ") == ["0", "PCI_BUS_ID", f"{ascend}\n"], seen
 
 
+def test_a_resource_asked_for_zero_hides_its_families_and_leaves_the_others(
+    tmp_path: Path,
+) -> None:
+    # As Ray gives a task that asks for no GPU no GPU: -r GPU=0 beside -r NPU=1 hides the
+    # NVIDIA GPUs (they were left visible: the grant holds no record of a zero request).
+    ledger = tmp_path / "ledger.json"
+    mixed = str(ROOT / "examples" / "nodes" / "mixed-nvidia-ascend")
+    show = 'echo "${CUDA_VISIBLE_DEVICES-unset} ${ASCEND_RT_VISIBLE_DEVICES-unset}"'
+    shell = {k: v for k, v in os.environ.items() if "VISIBLE" not in k and "NOSET" not in k}
+    both = ("run", "-r", "GPU=0", "-r", "NPU=1", "--host", mixed, "--", "sh", "-c", show)
+    seen = run(ledger, *both, env=shell)
+    assert seen.stdout == " 0\n", seen
+    assert "took NPU 0 (the command sees no device of: nvidia)" in seen.stderr
+    alone = run(ledger, "run", "-r", "NPU=1", "--host", mixed, "--", "sh", "-c", show, env=shell)
+    assert alone.stdout == "unset 0\n" and "sees no device" not in alone.stderr, alone
+    left = run(ledger, *both, env={**shell, "ACCELKIT_NOSET_NVIDIA": "1"})
+    assert left.stdout == "unset 0\n", left
+    assert "ACCELKIT_NOSET_NVIDIA set" in left.stderr and "sees no device" not in left.stderr
+
+
 def test_the_command_gets_the_signals_python_ignores_back_at_their_default(
     tmp_path: Path,
 ) -> None:

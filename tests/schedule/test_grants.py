@@ -109,6 +109,20 @@ def test_untouched_families_are_left_alone_unless_hidden() -> None:
     assert hidden["CUDA_VISIBLE_DEVICES"] == ""
 
 
+def test_hide_others_may_name_the_families_to_hide() -> None:
+    node_groups = (devices("nvidia", 2), devices("ascend", 2), devices("tpu", 4))
+    grant = grant_of({"NPU": 1}, *node_groups)
+    env = grant.env(NO_ENV, hide_others=frozenset({"nvidia", "amd"}), hooks=False)
+    # nvidia hidden, tpu left as inherited, a named family the node lacks ignored
+    assert env == {**get_manager("nvidia").visibility_env([]), "ASCEND_RT_VISIBLE_DEVICES": "0"}
+    # naming a granted family does not hide its grant
+    assert grant.env(NO_ENV, hide_others=["ascend"], hooks=False) == {
+        "ASCEND_RT_VISIBLE_DEVICES": "0"
+    }
+    with pytest.raises(TypeError, match=r"not the string 'nvidia': write \['nvidia'\]"):
+        grant.env(NO_ENV, hide_others="nvidia", hooks=False)  # type: ignore[arg-type]
+
+
 def test_a_granted_family_wins_over_a_hidden_one_sharing_a_variable() -> None:
     grant = grant_of({"GPU": 1}, devices("nvidia", 1), devices("amd", 1))
     env = grant.env(NO_ENV, hide_others=True, hooks=False)

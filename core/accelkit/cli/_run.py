@@ -10,7 +10,8 @@ that is gone.
 The command's environment names its grant (``ACCELKIT_GRANT``), so an ``accelkit run`` inside it
 takes a step of that grant, from its devices, as a SLURM job step takes from its allocation. A
 grant of no device (``-r GPU=0``, or only an accelerator type) hides every device of the node
-from the command, as Ray does for a task that asks for no GPU.
+from the command, as Ray does for a task that asks for no GPU; beside other resources, a
+resource asked for zero (``-r GPU=0 -r NPU=1``) hides the families that serve it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import os
 import signal
 import sys
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Optional
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from accelkit.cli._common import (
     add_ledger_option,
@@ -116,15 +118,30 @@ def run(args: argparse.Namespace) -> int:
         held = _waits_for(ledger.view(), ledger)
         _say(f"{wants} does not fit now ({held}); use --wait to queue")
         return EXIT_BUSY
-    return _exec(command, grant, ledger, args.hide_others)
+    return _exec(command, grant, ledger, _hidden(args.hide_others, grant, request, ledger))
 
 
-def _exec(command: list[str], grant: Grant, ledger: Ledger, hide_others: bool) -> int:
+def _hidden(
+    hide_others: bool, grant: Grant, request: Mapping[str, object], ledger: Ledger
+) -> Union[bool, frozenset[str]]:
+    """What ``Grant.env``'s ``hide_others`` hides from the command: every family the grant does
+    not touch with ``--hide-others`` or for a grant of no device; otherwise the families that
+    serve a resource asked for zero (``-r GPU=0 -r NPU=1``: the NPU, and no GPU), which the
+    grant itself does not record."""
+    if hide_others or not grant.devices:
+        return True
+    zero = {name for name, quantity in request.items() if quantity == 0}
+    return frozenset(d.family for d in ledger.node.devices if d.resource_name in zero)
+
+
+def _exec(
+    command: list[str], grant: Grant, ledger: Ledger, hidden: Union[bool, frozenset[str]]
+) -> int:
     """Become ``command`` with the grant's environment; give the grant back if that fails."""
     from accelkit.schedule._worker_env import worker_environ
 
-    environ = worker_environ(ledger.env(grant, hide_others=hide_others or not grant.devices))
-    _say(f"took {_took(grant, ledger)}")
+    environ = worker_environ(ledger.env(grant, hide_others=hidden))
+    _say(f"took {_took(grant, ledger, hidden)}")
     sys.stdout.flush()
     ignored = _stop_ignoring(PYTHON_IGNORES)
     try:
@@ -171,15 +188,21 @@ def _warn_if_not_found(program: str) -> None:
         )
 
 
-def _took(grant: Grant, ledger: Ledger) -> str:
-    """``GPU 3``, ``GPU 1, a step of grant 41`` or ``no device (the command sees none ...)``,
-    and what the families ``ACCELKIT_NOSET_<FAMILY>`` leaves alone show the command."""
-    left = left_alone(grant.families)
-    hidden = [f for f in grant.families if f not in left]
+def _took(grant: Grant, ledger: Ledger, hidden: Union[bool, frozenset[str]]) -> str:
+    """``GPU 3``, ``GPU 1, a step of grant 41``, ``NPU 0 (the command sees no device of: ...)``
+    or ``no device (the command sees none ...)``, and what the families
+    ``ACCELKIT_NOSET_<FAMILY>`` leaves alone show the command."""
+    granted = set(grant.ids_by_family())
+    hides: Collection[str] = grant.families if hidden is True else hidden or ()
+    asked = [f for f in grant.families if f in granted or f in hides]
+    left = left_alone(asked)
+    unseen = [f for f in asked if f not in granted and f not in left]
     if grant.devices:
         what = grant_text(grant, shared_resources(ledger.node.devices))
-    elif hidden:
-        what = f"no device (the command sees none of this node's: {', '.join(hidden)})"
+        if unseen:
+            what += f" (the command sees no device of: {', '.join(unseen)})"
+    elif unseen:
+        what = f"no device (the command sees none of this node's: {', '.join(unseen)})"
     else:
         what = "no device" if left else "no device (this node has none)"
     if ledger.enclosing is not None:

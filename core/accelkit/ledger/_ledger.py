@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from accelkit.errors import InvalidRequest, LedgerError
@@ -218,7 +218,7 @@ class Ledger:
         grant: Grant,
         base_env: Optional[Mapping[str, str]] = None,
         *,
-        hide_others: bool = False,
+        hide_others: Union[bool, Collection[str]] = False,
         hooks: bool = True,
         peers: Sequence[Grant] = (),
         registry: Optional[Registry] = None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union
 
 from accelkit._json import check_keys, check_version
 from accelkit._shown import shown
@@ -129,7 +129,7 @@ class Grant:
         self,
         base_env: Optional[Mapping[str, str]] = None,
         *,
-        hide_others: bool = False,
+        hide_others: Union[bool, Collection[str]] = False,
         hooks: bool = True,
         registry: Optional[Registry] = None,
         peers: Sequence[Grant] = (),
@@ -139,7 +139,9 @@ class Grant:
         Each granted family writes its own variables (``visibility_env``), which also
         neutralise the layers stacked on them, but never another node family's primary
         variable. Families of the node that the grant does not touch are left as inherited,
-        unless ``hide_others`` makes them see nothing. ``base_env`` is the environment the
+        unless ``hide_others`` makes them see nothing: True hides every one, a collection of
+        family names those it names (``accelkit run -r GPU=0 -r NPU=1`` hides the GPU
+        families, as Ray does for a task that asks for no GPU). ``base_env`` is the environment the
         worker inherits (default ``os.environ``); a family with ``ACCELKIT_NOSET_<FAMILY>=1``
         there is left alone. ``peers`` are the grants of workers beside this one on the node:
         a family that declares ``Frameworks.shared_visibility`` then shows every peer's ids

@@ -6,9 +6,10 @@ the list of them:
 1. :func:`shown_ids`: the ids each granted family shows; a family whose frameworks share devices
    between co-located workers (``Frameworks.shared_visibility``) shows its peers' ids too, with
    ``ACCELKIT_LOCAL_DEVICES_<FAMILY>`` naming the worker's own;
-2. :func:`families_to_write`: the granted families, after the node's other families when
-   ``hide_others`` hides them (a granted family's variables win where two share one), leaving out
-   any family the inherited environment marks ``ACCELKIT_NOSET_<FAMILY>=1``;
+2. :func:`families_to_write`: the granted families, after the node's other families that
+   ``hide_others`` hides (all of them, or those it names; a granted family's variables win where
+   two share one), leaving out any family the inherited environment marks
+   ``ACCELKIT_NOSET_<FAMILY>=1``;
 3. :func:`family_variables`: each family's own ``visibility_env``, told the family's device count
    on the node (``total``) unless the inherited environment already narrows the family, never
    writing whitespace, and never another node family's primary variable;
@@ -20,8 +21,8 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
-from typing import TYPE_CHECKING, Optional
+from collections.abc import Collection, Iterator, Mapping, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Optional, Union
 
 from accelkit._faults import PLUGIN_FAULTS
 from accelkit._settings import flag
@@ -61,7 +62,7 @@ def worker_env(
     grant: Grant,
     inherited: Mapping[str, str],
     *,
-    hide_others: bool,
+    hide_others: Union[bool, Collection[str]],
     hooks: bool,
     registry: Optional[Registry],
     peers: Sequence[Grant],
@@ -125,15 +126,32 @@ def _alone(device: Device, limited: bool) -> bool:
 
 
 def families_to_write(
-    grant: Grant, shown: Mapping[str, list[str]], inherited: Mapping[str, str], hide_others: bool
+    grant: Grant,
+    shown: Mapping[str, list[str]],
+    inherited: Mapping[str, str],
+    hide_others: Union[bool, Collection[str]],
 ) -> Iterator[tuple[str, list[str]]]:
     """``(family, ids)`` in writing order: hidden families (no ids) first, then granted ones, so a
     granted family's variables win where two families share one; ``ACCELKIT_NOSET_<FAMILY>``
-    leaves a family out, granted or hidden."""
-    hidden = [f for f in grant.families if f not in shown] if hide_others else []
+    leaves a family out, granted or hidden. ``hide_others`` hides every family of the node the
+    grant does not touch (True), none (False) or those it names."""
+    hidden = [f for f in grant.families if f not in shown and _hides(hide_others, f)]
     for family, ids in [*((f, []) for f in hidden), *shown.items()]:
         if not flag(inherited, NOSET_PREFIX + family.upper()):
             yield family, list(ids)
+
+
+def _hides(hide_others: Union[bool, Collection[str]], family: str) -> bool:
+    """Whether ``hide_others`` hides ``family`` (a family it names that the node lacks hides
+    nothing; a bare string is refused, as it would be read letter by letter)."""
+    if isinstance(hide_others, bool):
+        return hide_others
+    if isinstance(hide_others, str):
+        raise TypeError(
+            f"hide_others takes True, False or a collection of family names, not the string "
+            f"{hide_others!r}: write [{hide_others!r}]"
+        )
+    return family in hide_others
 
 
 def family_variables(
