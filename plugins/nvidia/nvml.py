@@ -4,18 +4,26 @@ A GPU answers ``NVMLError_NotSupported`` to a query it has no answer for (memory
 vGPU, MIG mode on a GPU without MIG, PCI facts, memory and compute mode on a Jetson's integrated
 GPU), and a library older than the call answers ``NVMLError_FunctionNotFound``. Either costs that
 field only: it is left empty with a note and the GPU is kept. Any other error still fails the
-layer, so the next one answers. A GPU NVML counts but will not open for this process costs
-that GPU only (``opened``).
+layer, so the next one answers. A GPU NVML counts but will not open for this process, and one
+that has fallen off the bus, cost that GPU only (``opened``, ``unless_lost``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, TypeVar, Union
 
 from accelkit import note
 from accelkit.detect import decode
 
-__all__ = ["UNANSWERED", "field", "nvml_facts", "opened", "optional_call", "unanswered"]
+__all__ = [
+    "UNANSWERED",
+    "field",
+    "nvml_facts",
+    "opened",
+    "optional_call",
+    "unanswered",
+    "unless_lost",
+]
 
 ExceptionTypes = Union["type[BaseException]", "tuple[type[BaseException], ...]"]
 """What ``except`` takes: one exception class or a tuple of them."""
@@ -50,9 +58,9 @@ def field(nvml: Any, call: str, handle: object, what: str, who: str) -> Any:
         return None
 
 
-def opened(nvml: Any, index: int) -> list[object]:
-    """NVML's GPU ``index`` as its handle; none, with a warning, for a GPU this process may not
-    open.
+def opened(nvml: Any, index: int) -> list[Optional[object]]:
+    """NVML's GPU ``index`` as ``[handle]``; ``[]`` for a GPU this process may not open, and
+    ``[None]`` for one that has fallen off the bus, each with a warning.
 
     NVML counts every GPU, "even if nvmlDeviceGetHandleByIndex_v2 returns
     NVML_ERROR_NO_PERMISSION for such device" (nvml.h): a GPU whose device file this process
@@ -60,7 +68,13 @@ def opened(nvml: Any, index: int) -> list[object]:
     and CUDA does not count it: it numbers only the GPUs whose files it may open (SLURM's GRES
     guide: a job given ``/dev/nvidia1`` under ``ConstrainDevices`` sees it as CUDA's GPU 0). So
     it is left out and the GPUs after it take CUDA's numbers, not NVML's. A Prohibited GPU
-    differs: its file opens, CUDA counts it (``modes``)."""
+    differs: its file opens, CUDA counts it (``modes``).
+
+    A GPU lost to the driver (``NVML_ERROR_GPU_IS_LOST``: "fallen off the bus or otherwise
+    inaccessible", Xid 79, until a reboot) is still the driver's, and its device file still
+    opens: CUDA counts it, and a process keeps off it by leaving its index out of
+    ``CUDA_VISIBLE_DEVICES``. So it keeps its place in the numbering (``None``) and is left out:
+    a grant must never hand it out."""
     try:
         handle: object = nvml.nvmlDeviceGetHandleByIndex(index)
     except nvml.NVMLError_NoPermission as error:
@@ -71,7 +85,33 @@ def opened(nvml: Any, index: int) -> list[object]:
             "warning",
         )
         return []
+    except nvml.NVMLError_GpuIsLost as error:
+        _lost(f"NVML's GPU {index}", error)
+        return [None]
     return [handle]
+
+
+Read = TypeVar("Read")
+
+
+def unless_lost(nvml: Any, who: str, read: Callable[..., list[Read]], *args: Any) -> list[Read]:
+    """``read(*args)``, or nothing with a warning when the GPU it reads (``who``) falls off the
+    bus meanwhile (any NVML query may answer ``NVML_ERROR_GPU_IS_LOST``): that GPU only is left
+    out."""
+    try:
+        return read(*args)
+    except nvml.NVMLError_GpuIsLost as error:
+        _lost(who, error)
+        return []
+
+
+def _lost(who: str, error: BaseException) -> None:
+    note(
+        f"{who} is left out: it has fallen off the bus or is otherwise inaccessible "
+        f"({type(error).__name__}: {error}); the driver recovers it only at a reboot (look for "
+        "Xid 79 in the kernel log), and the GPUs after it keep their numbers",
+        "warning",
+    )
 
 
 def nvml_facts(

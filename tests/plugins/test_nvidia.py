@@ -243,6 +243,44 @@ def test_a_gpu_nvml_may_not_open_is_left_out_and_the_others_take_cudas_numbers(
     assert nvml.calls["nvmlShutdown"] == 1
 
 
+def test_a_gpu_fallen_off_the_bus_is_left_out_and_the_others_keep_their_numbers(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    # nvml.h: nvmlDeviceGetHandleByIndex_v2 answers GPU_IS_LOST for a GPU "fallen off the bus or
+    # otherwise inaccessible" (Xid 79). It failed the whole NVML layer, and the driver's files
+    # under /proc, which still list it, offered it to grants. The driver keeps it, and CUDA
+    # still counts it: the GPUs after it keep NVML's numbers.
+    gpus = fake.fake_gpus(4)
+    gpus[1] = dataclasses.replace(gpus[1], lost=True)
+    for nvml in (emulated_pynvml(gpus), fake.fake_pynvml(gpus)):
+        host = host_with(tmp_path, gpus, nvml=nvml, proc=True)
+        devices, notes = run_detect(MANAGER, host)
+        assert [(d.id, d.uuid, d.source) for d in devices] == [
+            (str(n), gpus[n].uuid, "library") for n in (0, 2, 3)
+        ]
+        assert (
+            "warning: NVML's GPU 1 is left out: it has fallen off the bus or is otherwise "
+            "inaccessible (NVMLError_GpuIsLost: GPU is lost); the driver recovers it only at a "
+            "reboot (look for Xid 79 in the kernel log), and the GPUs after it keep their "
+            "numbers" in notes
+        )
+        assert "library layer failed" not in notes
+
+
+def test_gpus_lost_while_read_are_left_out_without_failing_the_layer(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    # Any NVML query may answer GPU_IS_LOST once a GPU falls off the bus between two calls.
+    gpus = fake.fake_gpus(2)
+    nvml = emulated_pynvml(gpus, errors={"nvmlDeviceGetUUID": pynvml.NVML_ERROR_GPU_IS_LOST})
+    devices, notes = run_detect(MANAGER, host_with(tmp_path, gpus, nvml=nvml, proc=True))
+    assert devices == []  # NVML answered: no GPU this node can use (the /proc files list both)
+    for index in (0, 1):
+        assert f"warning: GPU {index} is left out: it has fallen off the bus" in notes
+    assert "library layer failed" not in notes
+    assert nvml.calls["nvmlShutdown"] == 1
+
+
 def mig_node() -> list[fake.FakeGpu]:
     """GPU 0: MIG on with two instances; GPU 1: no MIG; GPU 2: MIG-capable, MIG off."""
     gpus = fake.fake_gpus(3, name="NVIDIA A100-SXM4-40GB")

@@ -75,7 +75,9 @@ class FakeGpu:
     default is an H100 as the recorded one is: MIG-capable, MIG off (nvidia-smi's "Disabled").
     ``compute_mode`` is NVML's ``NVML_COMPUTEMODE_*`` value (0 Default, 2 Prohibited, 3
     Exclusive_Process). ``accessible`` False: NVML counts the GPU but refuses this process its
-    handle (``NVMLError_NoPermission``), as for a GPU whose device file a cgroup denies."""
+    handle (``NVMLError_NoPermission``), as for a GPU whose device file a cgroup denies. ``lost``
+    True: the GPU has fallen off the bus (Xid 79); NVML counts it and answers its handle with
+    ``NVMLError_GpuIsLost``."""
 
     uuid: str
     bus_id: str
@@ -88,6 +90,7 @@ class FakeGpu:
     mig_slots: int = 7
     compute_mode: int = 0
     accessible: bool = True
+    lost: bool = False
 
     def __post_init__(self) -> None:
         """Refuse a GPU no driver shows: MIG instances with MIG off (``replace(gpu, migs=...)``
@@ -130,6 +133,7 @@ NVML_ERRORS = {
     "InvalidArgument": "Invalid Argument",
     "NotSupported": "Not Supported",
     "NoPermission": "Insufficient Permissions",
+    "GpuIsLost": "GPU is lost",
     "NotFound": "Not Found",
     "FunctionNotFound": "Function Not Found",
     "DriverNotLoaded": "Driver Not Loaded",
@@ -203,6 +207,8 @@ def fake_pynvml(
             raise errors["InvalidArgument"]()
         if not gpus[index].accessible:
             raise errors["NoPermission"]()
+        if gpus[index].lost:
+            raise errors["GpuIsLost"]()
         return gpus[index], None
 
     def part(h: tuple[FakeGpu, Optional[FakeMig]]) -> Any:

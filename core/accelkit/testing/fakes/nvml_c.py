@@ -208,13 +208,16 @@ class EmulatedNvml:
 
     def handle_by_index(self, index: Any, device: Any) -> int:
         """nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device): NVML counts
-        a GPU this process may not open, and refuses its handle (nvml.h)."""
+        a GPU this process may not open, and one fallen off the bus, and refuses their handles
+        (nvml.h)."""
         if not self.sessions:
             return self.code("NVML_ERROR_UNINITIALIZED")
         if not 0 <= index.value < len(self.gpus):
             return self.code("NVML_ERROR_INVALID_ARGUMENT")
         if not self.gpus[index.value].accessible:
             return self.code("NVML_ERROR_NO_PERMISSION")
+        if self.gpus[index.value].lost:
+            return self.code("NVML_ERROR_GPU_IS_LOST")
         set_handle(device, (index.value + 1) << 8)
         return self.code("NVML_SUCCESS")
 
