@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pool_targets as targets
@@ -134,3 +137,48 @@ def test_calls_started_once_the_exit_began_run_one_at_a_time_without_threads(
     monkeypatch.undo()
     pool.shutdown()
     assert ledger.grants() == []
+
+
+INTERRUPTED = """
+import json, sys, time
+from pathlib import Path
+from accelkit import Node
+from accelkit.pool import AcceleratorPool
+
+def mark(directory, i):
+    Path(directory, f"started{i}").touch()
+    time.sleep(30)  # until the terminal's SIGINT ends it
+
+if __name__ == "__main__":
+    ledger, node_file, directory = sys.argv[1:]
+    node = Node.from_dict(json.loads(Path(node_file).read_text()))
+    with AcceleratorPool(node, ledger=ledger, max_workers=1) as pool:
+        futures = [pool.submit(mark, directory, i, resources={"GPU": 8}) for i in range(4)]
+        futures[0].result()
+"""
+
+
+def test_ctrl_c_in_a_with_block_cancels_the_calls_not_started(
+    ledger: Ledger, node_files: dict[str, Path], tmp_path: Path
+) -> None:
+    """Ctrl-C reaches the script and its running worker (one process group); the with block
+    then cancels the queue. It started the queued calls one after another, as
+    ``concurrent.futures`` executors do, so Ctrl-C meant "run the rest"."""
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED)
+    node_file = str(node_files["nvidia-h100-8gpu"])
+    argv = [sys.executable, str(script), str(ledger.path), node_file, str(tmp_path)]
+    process = subprocess.Popen(argv, start_new_session=True, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "started0").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert (tmp_path / "started0").exists(), "the first call never started"
+        os.killpg(process.pid, signal.SIGINT)  # what the terminal sends on Ctrl-C
+        _, stderr = process.communicate(timeout=20)  # a queued call would sleep 30 s
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # the script and its workers, if left
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode != 0 and "KeyboardInterrupt" in stderr
+    assert sorted(p.name for p in tmp_path.glob("started*")) == ["started0"]
+    assert json.loads(ledger.path.read_text())["grants"] == []

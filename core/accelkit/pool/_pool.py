@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from concurrent.futures import BrokenExecutor, Executor, Future
 from concurrent.futures import wait as wait_for_futures
 from dataclasses import dataclass
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
 
 from accelkit.errors import WorkerCrashed
@@ -175,6 +176,23 @@ class AcceleratorPool(Executor):
             with self._condition:
                 settling = list(self._settling)
             wait_for_futures(settling)
+
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
+        """``shutdown(wait=True)``, as for every executor, except that a block left by Ctrl-C
+        (``KeyboardInterrupt``) also cancels the calls not started.
+
+        The terminal's SIGINT reaches the workers too (one process group), so the calls running
+        stop with it; the queue would then start call after call, each on a fresh grant, and
+        Ctrl-C would mean "run the rest". ``concurrent.futures`` executors do that, but a user
+        who presses Ctrl-C asks for the work to stop. Another exception leaves the queue to
+        run, as there."""
+        interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
+        self.shutdown(wait=True, cancel_futures=interrupted)
 
     # -- dispatching -------------------------------------------------------------------------
     def _start_dispatcher(self) -> threading.Thread:
