@@ -106,6 +106,7 @@ def unless_lost(nvml: Any, who: str, read: Callable[..., list[Read]], *args: Any
 
 
 def _lost(who: str, error: BaseException) -> None:
+    """Warn that ``who``, a GPU lost to the driver, is left out, and what recovers it."""
     note(
         f"{who} is left out: it has fallen off the bus or is otherwise inaccessible "
         f"({type(error).__name__}: {error}); the driver recovers it only at a reboot (look for "
