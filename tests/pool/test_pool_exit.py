@@ -16,7 +16,7 @@ from pathlib import Path
 import pool_targets as targets
 import pytest
 from accelkit.ledger._ledger import Ledger
-from accelkit.pool import _pool
+from accelkit.pool import _exit
 from accelkit.pool._pool import AcceleratorPool
 
 EXITING = """
@@ -63,9 +63,9 @@ def test_at_exit_a_pool_waiting_for_another_pools_idle_worker_is_served(
     b = AcceleratorPool(ledger.node, ledger=ledger)
     assert a.submit(targets.add, 1, resources={"GPU": 8}, max_calls=0).result(timeout=60) == 1
     waiting = b.submit(targets.add, 2, resources={"GPU": 1})
-    monkeypatch.setattr(_pool, "_pools", [b, a])  # the order that waited forever
-    monkeypatch.setattr(_pool, "_exiting", False)
-    exiting = threading.Thread(target=_pool._wait_at_exit, daemon=True)
+    monkeypatch.setattr(_exit, "_pools", [b, a])  # the order that waited forever
+    monkeypatch.setattr(_exit, "_exiting", False)
+    exiting = threading.Thread(target=_exit._wait_at_exit, daemon=True)
     exiting.start()
     exiting.join(60)
     assert not exiting.is_alive(), "the exit hook still waits after 60 s"
@@ -75,7 +75,7 @@ def test_at_exit_a_pool_waiting_for_another_pools_idle_worker_is_served(
 
 FORKING = """
 import os, signal, sys, threading, time
-from accelkit.pool import _pool
+from accelkit.pool import _exit
 from accelkit.pool._pool import AcceleratorPool
 
 if __name__ == "__main__":
@@ -84,7 +84,7 @@ if __name__ == "__main__":
     held, done = threading.Event(), threading.Event()
 
     def hold():  # another thread holds the locks at the fork: in the child, for ever
-        with _pool._exit_lock, pool._condition:
+        with _exit._exit_lock, pool._condition:
             held.set()
             done.wait()
 
