@@ -8,7 +8,7 @@ from decimal import Decimal
 from fractions import Fraction
 
 import pytest
-from accelkit import Allocator, Grant, InvalidRequest, Node, Unsatisfiable
+from accelkit import Allocator, ConfigurationError, Grant, InvalidRequest, Node, Unsatisfiable
 from sched_nodes import devices, make_node
 
 
@@ -387,3 +387,11 @@ def test_works_on_a_node_rebuilt_from_json() -> None:
     alloc = Allocator(rebuilt)
     assert take(alloc, {"TPU": 4}, accelerator_type="TPU-V6E").ids["TPU"] == ["0", "1", "2", "3"]
     assert repr(alloc).startswith("<Allocator 1 grant(s) held")
+
+
+def test_a_node_listing_one_device_id_twice_is_refused() -> None:
+    # Node.from_dict refuses it; a node built by hand reached the allocator, which granted
+    # device "0" to two requests, both written CUDA_VISIBLE_DEVICES=0.
+    twice = make_node(devices("nvidia", 1) * 2)
+    with pytest.raises(ConfigurationError, match=r"nvidia device id\(s\) '0' twice"):
+        Allocator(twice)

@@ -13,6 +13,7 @@ An accelerator type is asked for as Ray does: 0.001 of the node resource
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Optional
 
@@ -183,6 +184,13 @@ class FamilyDevices:
     def __init__(self, policy: FamilyPolicy, devices: Sequence[Device]) -> None:
         self.policy = policy
         self.devices = tuple(devices)
+        counts = Counter(d.id for d in self.devices)
+        twice = sorted(device_id for device_id, count in counts.items() if count > 1)
+        if twice:
+            raise ConfigurationError(
+                f"the node lists {policy.name} device id(s) {', '.join(map(repr, twice))} twice: "
+                "two grants would get one device (each device appears once)"
+            )
         self.keys = tuple(policy.placement.keys(self.devices))
         if len(set(self.keys)) != len(self.keys):
             raise ConfigurationError(
