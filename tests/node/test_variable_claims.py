@@ -113,6 +113,45 @@ def test_without_the_claimants_devices_the_variable_still_names_logical_gpus(
     ]
 
 
+def test_without_devices_a_variable_of_two_resources_names_logical_devices_of_one(
+    tmp_path: Path,
+) -> None:
+    # A DCU family reading CUDA_VISIBLE_DEVICES, nothing detected: NVIDIA (first in registry
+    # order) makes the logical devices. Both did, and a GPU grant then wrote no
+    # CUDA_VISIBLE_DEVICES at all (it is the DCU family's variable too): the worker saw every
+    # device while the grant named one.
+    dcu = HygonManager()
+    dcu.visible_devices_env_var = "CUDA_VISIBLE_DEVICES"
+    plugins = plugins_with(dcu)
+    node = accelkit.detect_node(
+        host(tmp_path, env={"CUDA_VISIBLE_DEVICES": "0,1"}), registry=plugins
+    )
+    assert [(d.family, d.id) for d in node.devices] == [("nvidia", "0"), ("nvidia", "1")]
+    assert "DCU" not in node.resources
+    infos = [d.message for d in node.diagnostics if d.family == "hygon"]
+    assert any("another family's devices are named by CUDA_VISIBLE_DEVICES" in i for i in infos)
+    grant = accelkit.Allocator(node, registry=plugins).acquire({"GPU": 1})
+    assert grant.env({}, hooks=False, registry=plugins)["CUDA_VISIBLE_DEVICES"] == "0"
+
+
+def test_a_grant_whose_variable_another_node_family_reads_is_refused() -> None:
+    # Only a node built by hand can hold both (detection refuses it): its grant cannot be
+    # written, and said nothing (its environment left every device visible).
+    dcu = HygonManager()
+    dcu.visible_devices_env_var = "CUDA_VISIBLE_DEVICES"
+    plugins = plugins_with(dcu)
+    node = accelkit.Node(
+        devices=[
+            Device("0", family="nvidia", resource_name="GPU"),
+            Device("0", family="hygon", resource_name="DCU"),
+        ],
+        resources={"GPU": 1.0, "DCU": 1.0},
+    )
+    grant = accelkit.Allocator(node, registry=plugins).acquire({"GPU": 1})
+    with pytest.raises(ConfigurationError, match="which another family of the node reads too"):
+        grant.env({}, hooks=False, registry=plugins)
+
+
 def test_nvidia_and_a_claimant_with_devices_on_one_node_is_an_error_naming_both(
     tmp_path: Path,
 ) -> None:

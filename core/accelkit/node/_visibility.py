@@ -23,17 +23,21 @@ device named twice is kept once, with a warning. A value that makes nothing visi
 (not ``""``/``NoDevFiles``) is a warning too. Only when the family detected nothing, offered or
 not, do its tokens become logical devices (source ``"env"``: ``CUDA_VISIBLE_DEVICES=2,3,5`` with an
 override of 3 GPUs gives ids "2", "3", "5"), unless another family already provides that resource
-(with devices it offers): an AMD node whose shell sets ``CUDA_VISIBLE_DEVICES`` is not also an
-NVIDIA node, and on a node with no device at all only the first such family in registry order makes
-logical devices. A value the manager cannot read (``read_visible`` raising ``ValueError``, as
-NVIDIA's does for an ordinal given twice, which CUDA refuses; or a token that could not be written
-back as an id) is an error diagnostic and counts as *nothing visible*: the variable exists to
-restrict, so a restriction we cannot read must not be widened into "everything".
+(with devices it offers), or its variable is another family's with devices: an AMD node whose shell
+sets ``CUDA_VISIBLE_DEVICES`` is not also an NVIDIA node, and on a node with no device at all only
+the first such family in registry order makes logical devices, of a resource and of a variable
+(a Hygon DCU plugin reads ``CUDA_VISIBLE_DEVICES`` too: a grant of one family's logical device
+could not write the variable the other one also reads). A value the manager cannot read
+(``read_visible`` raising ``ValueError``, as NVIDIA's does for an ordinal given twice, which CUDA
+refuses; or a token that could not be written back as an id) is an error diagnostic and counts as
+*nothing visible*: the variable exists to restrict, so a restriction we cannot read must not be
+widened into "everything".
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Optional
 
 from accelkit._faults import PLUGIN_FAULTS
 from accelkit._shown import shown
@@ -52,17 +56,19 @@ def step_read_visibility(state: Detection) -> None:
     A family provides its resource only with devices it offers: an integrated GPU that its
     family does not offer leaves another family free to make devices of its variable."""
     provided = {f.manager.resource_name for f in state.families if f.devices}
+    claimed = {f.manager.visible_devices_env_var for f in state.families if f.devices}
     for family in state.families:
         with state.noting(family):
             _note_markers_among_ids(family.manager, family.host.env)
             try:
-                _read_visibility(family, provided)
+                _read_visibility(family, provided, claimed)
             except PLUGIN_FAULTS as exc:  # a plugin's read_visible() is broken
                 note(f"visibility rules failed: {type(exc).__name__}: {exc}; no devices", "error")
                 family.devices = []
                 family.restriction = f"the {family.manager.name} visibility rules (failing)"
         if family.devices:
             provided.add(family.manager.resource_name)
+            claimed.add(family.manager.visible_devices_env_var)
 
 
 def step_restrict(state: Detection) -> None:
@@ -84,8 +90,9 @@ def step_restrict(state: Detection) -> None:
                 family.devices = []
 
 
-def _read_visibility(family: Family, provided: set[str]) -> None:
-    """The family's visibility tokens and restriction; logical devices when none was detected."""
+def _read_visibility(family: Family, provided: set[str], claimed: set[Optional[str]]) -> None:
+    """The family's visibility tokens and restriction; logical devices when none was detected,
+    unless another family already provides its resource or has devices named by its variable."""
     manager, env, detected = family.manager, family.host.env, family.detected
     try:
         tokens = checked_ids(manager.read_visible(env), "read_visible()")
@@ -115,6 +122,13 @@ def _read_visibility(family: Family, provided: set[str]) -> None:
         note(
             f"{family.restriction} is set but no {manager.name} device was detected, and "
             f"another family provides {manager.resource_name}: creating no devices from it"
+        )
+        return
+    if manager.visible_devices_env_var in claimed:
+        note(
+            f"{family.restriction} is set but no {manager.name} device was detected, and "
+            f"another family's devices are named by {manager.visible_devices_env_var}: creating "
+            "no devices from it"
         )
         return
     family.devices = logical(manager, dict.fromkeys(tokens), "env")

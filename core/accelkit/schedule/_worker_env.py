@@ -28,7 +28,7 @@ from accelkit._faults import PLUGIN_FAULTS
 from accelkit._settings import flag
 from accelkit._shown import shown
 from accelkit._visibility import is_index
-from accelkit.errors import PluginError, PluginWarning
+from accelkit.errors import ConfigurationError, PluginError, PluginWarning
 
 if TYPE_CHECKING:
     from accelkit.device import Device
@@ -175,6 +175,12 @@ def family_variables(
             f"the {family} plugin's visibility_env({ids!r}) writes whitespace: {spaced}"
         )
     owned = _owned_elsewhere(grant, plugins, family)
+    if ids and manager.visible_devices_env_var in owned:
+        raise ConfigurationError(
+            f"the grant's {family} devices {ids} are named by {manager.visible_devices_env_var}, "
+            "which another family of the node reads too: no environment can show the worker "
+            "those devices alone (detection refuses such a node; this one was built otherwise)"
+        )
     return {name: value for name, value in written.items() if name not in owned}
 
 
