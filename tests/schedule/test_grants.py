@@ -121,6 +121,18 @@ def test_hide_others_may_name_the_families_to_hide() -> None:
     }
     with pytest.raises(TypeError, match=r"not the string 'nvidia': write \['nvidia'\]"):
         grant.env(NO_ENV, hide_others="nvidia", hooks=False)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"collection of family names, not None \(NoneType\)"):
+        grant.env(NO_ENV, hide_others=None, hooks=False)  # type: ignore[arg-type]
+
+
+def test_hiding_a_family_whose_plugin_is_not_loaded_says_so() -> None:
+    grant = grant_of({"NPU": 1}, devices("nvidia", 2), devices("ascend", 2))
+    plugins = registry.Registry(
+        [m for m in builtin_modules() if not m.__name__.endswith("nvidia")], autoload=False
+    )
+    assert grant.env(NO_ENV, hooks=False, registry=plugins) == {"ASCEND_RT_VISIBLE_DEVICES": "0"}
+    with pytest.raises(PluginError, match=r"^hiding the node's nvidia devices from the worker"):
+        grant.env(NO_ENV, hide_others=True, hooks=False, registry=plugins)
 
 
 def test_a_granted_family_wins_over_a_hidden_one_sharing_a_variable() -> None:

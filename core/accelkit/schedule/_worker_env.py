@@ -151,6 +151,11 @@ def _hides(hide_others: Union[bool, Collection[str]], family: str) -> bool:
             f"hide_others takes True, False or a collection of family names, not the string "
             f"{hide_others!r}: write [{hide_others!r}]"
         )
+    if not isinstance(hide_others, Collection):
+        raise TypeError(
+            f"hide_others takes True, False or a collection of family names, not "
+            f"{hide_others!r} ({type(hide_others).__name__})"
+        )
     return family in hide_others
 
 
@@ -167,7 +172,7 @@ def family_variables(
     relative to ROCr's list); written as is, that would show the NVIDIA family every device. A
     value with whitespace is a :class:`~accelkit.PluginError`: no runtime reads it as meant.
     """
-    manager = _manager(plugins, family)
+    manager = _manager(plugins, family, hiding=not ids)
     written = _visibility_env(manager, ids, _total(grant, manager, family, inherited))
     spaced = {name: value for name, value in written.items() if not _writable(value)}
     if spaced:
@@ -238,15 +243,16 @@ def _total(
     return None if narrowed else total
 
 
-def _manager(plugins: Registry, family: str) -> AcceleratorManager:
-    """The family's manager; a missing plugin is a PluginError (a grant's env needs its code)."""
+def _manager(plugins: Registry, family: str, *, hiding: bool = False) -> AcceleratorManager:
+    """The family's manager; a missing plugin is a PluginError (a grant's env needs its code,
+    to show the family's granted devices or, ``hiding``, to hide them all)."""
     try:
         return plugins.get_manager(family)
     except KeyError as error:
-        raise PluginError(
-            f"the grant has {family} devices, and writing their environment needs the {family} "
-            f"plugin: {error.args[0]}"
-        ) from None
+        needs = f"the grant has {family} devices, and writing their environment"
+        if hiding:
+            needs = f"hiding the node's {family} devices from the worker (hide_others)"
+        raise PluginError(f"{needs} needs the {family} plugin: {error.args[0]}") from None
 
 
 def _visibility_env(
