@@ -61,6 +61,7 @@ BESIDE = {
     "integrations": "faces",
     "testing": "faces",
     "__init__": "faces",
+    "__main__": "faces",  # python -m accelkit: the command
 }
 """Modules that are not a stage of their own, and the stage they sit in."""
 

@@ -220,3 +220,16 @@ def test_a_reader_that_stops_early_is_no_error() -> None:
     stderr = child.stderr.read().decode()
     assert child.wait(timeout=60) == 0
     assert stderr == ""
+
+
+def test_python_dash_m_accelkit_is_the_command() -> None:
+    """Where no ``accelkit`` script is on PATH (a venv with ``--system-site-packages``)."""
+    node = str(Path(__file__).parents[2] / "examples" / "nodes" / "gaudi2-8")
+    package = subprocess.run(
+        [sys.executable, "-m", "accelkit", "ls", "--json", "--host", node],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(package.stdout) == json.loads(accelkit("ls", "--json", "--host", node).stdout)

@@ -134,7 +134,7 @@ allocations, not 700."""
 
 
 def script() -> NoReturn:
-    """The ``accelkit`` command (and ``python -m accelkit.cli``): :func:`main`, then exit.
+    """The ``accelkit`` command (and ``python -m accelkit``): :func:`main`, then exit.
 
     A command makes most of its objects at start (modules, classes, plugins) and keeps them
     until it ends, so the garbage collector's young-object passes, every 700 allocations by
