@@ -256,7 +256,8 @@ def test_two_claims_on_a_family_keep_the_first_and_name_both(site: FakeSite) -> 
     assert loser.error == (
         "family 'widget' is claimed by plugin 'a-widget' (first-dist 1.0) and by plugin "
         "'b-widget' (second-dist 3.1); the first keeps it. Uninstall one or block one with "
-        "ACCELKIT_DISABLE_PLUGINS=b-widget"
+        "ACCELKIT_DISABLE_PLUGINS=b-widget (or ACCELKIT_DISABLE_PLUGINS=a-widget, to use the "
+        "second)"
     )
     assert loser.families == ("widget",)
     assert registry.get_manager("widget").__module__ == "a_widget"
@@ -270,6 +271,8 @@ def test_claiming_a_builtin_family_without_replaces_is_an_error(site: FakeSite) 
     assert info.error is not None
     assert "family 'nvidia' is claimed by plugin 'nvidia' (accelkit" in info.error
     assert "declare replaces = 'nvidia'" in info.error
+    # the user who installed the vendor's plugin to use it is told how (guide, section 8)
+    assert "or ACCELKIT_DISABLE_PLUGINS=nvidia, to use the second" in info.error
     assert registry.get_manager("nvidia").__module__ == "accelkit_plugins.nvidia"
 
 

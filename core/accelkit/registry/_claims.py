@@ -90,8 +90,10 @@ def _clash_message(manager: AcceleratorManager, owner: LoadedPlugin, plugin: Loa
         f"{plugin.info.describe()}; the first keeps it. Uninstall one or block one with "
         f"{DISABLE_VAR}={plugin.info.name}"
     )
+    if owner.info.name != plugin.info.name:  # one name would block both
+        text += f" (or {DISABLE_VAR}={owner.info.name}, to use the second)"
     if owner.info.origin == "builtin":
-        text += f", or declare replaces = {manager.name!r} to take over the built-in family"
+        text += f"; its author may declare replaces = {manager.name!r} to take over the built-in"
     return text
 
 
