@@ -33,6 +33,10 @@ def test_a_scheduler_chooses_its_plugins_and_every_stage_uses_them() -> None:
     assert [(i.name, i.origin, i.status) for i in plugins.report()] == [
         ("WidgetPlugin", "given", "ok")
     ]
+    # named by its module, not "(? ?)": a plugin given to a registry may have no distribution
+    assert plugins.report()[0].describe() == (
+        f"plugin 'WidgetPlugin' (module {__name__}.WidgetPlugin, given to the registry)"
+    )
     node = accelkit.detect_node(accelkit.FakeHost(), registry=plugins)
     assert node.resources == {"WPU": 2.0}
     grant = accelkit.Allocator(node, registry=plugins).acquire({"WPU": 1})

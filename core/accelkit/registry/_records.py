@@ -65,7 +65,10 @@ class PluginInfo:
     notes: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        """``plugin 'acme' (accelkit-example 0.1.0)``: how messages name a plugin."""
+        """``plugin 'acme' (accelkit-example 0.1.0)``: how messages name a plugin; one handed
+        to a registry by its caller is named by its module (it may belong to no distribution)."""
+        if self.origin == "given" and self.dist is None:
+            return f"plugin {self.name!r} (module {self.module}, given to the registry)"
         built = ", built-in" if self.origin == "builtin" else ""
         return f"plugin {self.name!r} ({self.dist or '?'} {self.version or '?'}{built})"
 
