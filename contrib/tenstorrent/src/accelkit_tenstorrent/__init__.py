@@ -3,10 +3,10 @@
 A process sees the devices ``TT_VISIBLE_DEVICES`` selects, read by Tenstorrent's user-mode
 driver (tt-umd, under tt-metal and TT-NN) as follows: unset is every device; ``""`` is none; each
 comma-separated token is a *logical* id (the device's place in PCI bus order, ``0``..``n-1``) or
-part of a PCI bus id (``0000:03:00.0``, ``03:00``); any other token, or an id past the end, makes
-the runtime refuse to start; and the devices are used once each, in bus order, whatever the
-token order. Devices are granted whole, as on Ray. A device is a PCI-attached chip: the second
-chip of an n300 board sits behind the first, over Ethernet, and comes with it.
+part of a PCI bus id with a colon and a dot (``0000:03:00.0``, ``03:00.0``); any other token, or
+an id past the end, makes the runtime refuse to start; and the devices are used once each, in bus
+order, whatever the token order. Devices are granted whole, as on Ray. A device is a PCI-attached
+chip: the second chip of an n300 board sits behind the first, over Ethernet, and comes with it.
 
 Detection: ``tt-smi -s --snapshot_no_tty`` (its JSON snapshot: ``device_info[].board_info``
 ``bus_id`` and ``board_type``), else the driver's ``/dev/tenstorrent/<N>`` files, with the PCI
