@@ -6,10 +6,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
-from accelkit import LedgerError, Registry, Unsatisfiable, detect_node, load_snapshot
+from accelkit import (
+    AcceleratorManager,
+    Device,
+    FakeHost,
+    Host,
+    LedgerError,
+    Registry,
+    Unsatisfiable,
+    detect_node,
+    hookimpl,
+    load_snapshot,
+)
 from accelkit.ledger._holder import Holder, boot_id
 from accelkit.ledger._identity import fingerprint
 from accelkit.ledger._ledger import Ledger
@@ -51,6 +63,51 @@ def test_a_restricted_process_meets_the_physical_node_and_takes_only_what_it_see
     assert fingerprint(without.node) == fingerprint(everything.node)
     taken = without.acquire({"GPU": 1})
     assert taken is not None and taken.ids == {"GPU": ["6"]}  # 0-5 held or excluded
+
+
+class BusIdCards(AcceleratorManager):
+    """Four cards a visibility variable names by id or by PCI bus id, as Tenstorrent's does."""
+
+    name = "buscard"
+    resource_name = "CARD"
+    api_version = 2
+    visible_devices_env_var = "CARD_VISIBLE_DEVICES"
+
+    def detect(self, host: Host) -> list[Device]:
+        return [Device(str(n), pci_bus_id=f"0000:0{n + 3}:00.0") for n in range(4)]
+
+    def matches(self, token: str, device: Device) -> bool:
+        return token == device.pci_bus_id or super().matches(token, device)
+
+
+@hookimpl
+def accelkit_register_managers() -> list[AcceleratorManager]:
+    return [BusIdCards()]
+
+
+def test_a_process_naming_its_device_by_another_token_takes_exactly_that_device(
+    ledger_path: Path,
+) -> None:
+    """Detection renames the card ``CARD_VISIBLE_DEVICES=0000:04:00.0`` names to that bus id; the
+    ledger finds it on the machine as detection found it, by the family's ``matches``."""
+    plugins = Registry([sys.modules[__name__]], autoload=False)
+    everything = Ledger(ledger_path, host=FakeHost(), registry=plugins)
+    by_bus = FakeHost(env={"CARD_VISIBLE_DEVICES": "0000:04:00.0"})
+    restricted = Ledger(ledger_path, host=by_bus, registry=plugins)
+    assert fingerprint(restricted.node) == fingerprint(everything.node)
+    whole = everything.acquire({"CARD": 4})
+    assert whole is not None
+    assert restricted.acquire({"CARD": 1}) is None  # not now: the card it sees is held
+    (seen,) = detect_node(by_bus, registry=plugins).devices
+    assert seen.id == "0000:04:00.0"
+    assert [h.grant.token for h in restricted.holding([seen])] == [whole.token]
+    everything.release(whole)
+    first = everything.acquire({"CARD": 1})
+    assert first is not None and first.ids == {"CARD": ["0"]}
+    taken = restricted.acquire({"CARD": 1})
+    assert taken is not None and taken.ids == {"CARD": ["1"]}  # the card at 0000:04:00.0
+    assert restricted.env(taken, {})["CARD_VISIBLE_DEVICES"] == "1"
+    assert restricted.acquire({"CARD": 1}) is None  # two cards are free, none it sees
 
 
 def test_a_node_made_up_by_configuration_keeps_its_own_identity(ledger_path: Path) -> None:

@@ -8,7 +8,8 @@ find the ledger "holding grants on another node". So the ledger's node is detect
 process's restriction lifted: every family's visibility variables (those its ``visibility_env``
 writes, the ones a grant's environment sets) and the operator's corrections. The node as the
 process sees it only says which of the physical devices it may take (:class:`Restriction`),
-matched by UUID, else by id, since a visibility variable may name a device by either.
+matched as detection matched the variable's tokens: by UUID, else by id, else by the family's
+``matches`` (a variable may name a device by another token, a bus id, which becomes its id).
 
 One case keeps the old identity: a node the configuration makes up (logical devices an override
 or a visibility variable creates where nothing is detected). There is no physical device to share
@@ -104,7 +105,7 @@ def ledger_node(
         if not variables or not (overrides or OVERRIDE_ENV in host.env):
             raise
         return _configured_then_seen(host, overrides, physical, variables, why, registry)
-    return _part_of(seen, physical, why)
+    return _part_of(seen, physical, why, registry)
 
 
 def _configured_then_seen(
@@ -122,16 +123,16 @@ def _configured_then_seen(
     process run on a grant of an overridden node: its grant's variables list two GPUs of the
     eight the operator configured. So the override is applied to the node seen without the
     variables, and each variable then picks, of its own family's devices on that node, those
-    the process may take: devices the machine has by UUID, else id, as the process detects them
-    through the variable (one the override left out is not taken); logical devices the override
-    made, which no detection shows, by the variable's tokens read as the family's runtime reads
-    them.
+    the process may take: devices the machine has as the process detects them through the
+    variable, matched by :func:`counterpart` (one the override left out is not taken); logical
+    devices the override made, which no detection shows, by the variable's tokens read as the
+    family's runtime reads them.
     """
     from accelkit.node._detect import detect_node
     from accelkit.node._operator import OVERRIDE_ENV
 
     configured = detect_node(_Lifted(host, variables), overrides, registry=registry)
-    node, restriction = _part_of(configured, physical, why)
+    node, restriction = _part_of(configured, physical, why, registry)
     offered = allocatable(node)
     narrowed = [m for m in registry.managers() if _visibility_names(m) & set(variables)]
     names = {m.name for m in narrowed}
@@ -145,7 +146,9 @@ def _configured_then_seen(
         if visible is None:
             visible = detect_node(_Lifted(host, [OVERRIDE_ENV]), registry=registry)
         seen = (d for d in allocatable(visible) if d.family == manager.name)
-        keys |= {_key(m) for m in (counterpart(d, devices) for d in seen) if m is not None}
+        keys |= {
+            _key(m) for m in (counterpart(d, devices, registry) for d in seen) if m is not None
+        }
     if restriction is not None:
         keys &= restriction.keys
     if keys == {_key(d) for d in offered}:
@@ -195,7 +198,7 @@ def given_node(
     physical = detect_node(_Lifted(host, _restricting(host, registry)), registry=registry)
     if any(physical.detected.get(family) != n for family, n in node.detected.items()):
         return node, None
-    return _part_of(node, physical, "the node given to the ledger, detected narrowed")
+    return _part_of(node, physical, "the node given to the ledger, detected narrowed", registry)
 
 
 def fingerprint(node: Node) -> dict[str, str]:
@@ -242,10 +245,13 @@ def allocatable(node: Node) -> list[Device]:
     return [d for d in node.devices if _key(d) not in parents]
 
 
-def counterpart(device: Device, devices: Iterable[Device]) -> Optional[Device]:
+def counterpart(device: Device, devices: Iterable[Device], registry: Registry) -> Optional[Device]:
     """The device among ``devices`` that ``device`` (as a restricted process sees it) is: the one
-    with its UUID, else the one with its id; None for a device that exists only by
-    configuration."""
+    with its UUID, else the one with its id, else the one its family's ``matches`` names by its
+    id. Detection renames a device its visibility variable names to the token naming it, which
+    need not be an id (``TT_VISIBLE_DEVICES=0000:04:00.0``, a bus id), so it is matched back as
+    detection matched it. None for a device that exists only by configuration, and for a token
+    that names no device or several."""
     if device.source in _LOGICAL:
         return None
     family = [d for d in devices if d.family == device.family]
@@ -253,7 +259,22 @@ def counterpart(device: Device, devices: Iterable[Device]) -> Optional[Device]:
         same = next((d for d in family if d.uuid == device.uuid), None)
         if same is not None:
             return same
-    return next((d for d in family if d.id == device.id), None)
+    same = next((d for d in family if d.id == device.id), None)
+    if same is not None or not family:
+        return same
+    named = _matched(device.id, family, registry)
+    return named[0] if len(named) == 1 else None
+
+
+def _matched(token: str, devices: list[Device], registry: Registry) -> list[Device]:
+    """The devices of one family (``devices``) its manager's ``matches`` says ``token`` names;
+    none when the family has no manager here (a node handed in) or its ``matches`` fails
+    (detection has reported that)."""
+    try:
+        manager = registry.get_manager(devices[0].family)
+        return [d for d in devices if manager.matches(token, d)]
+    except PLUGIN_FAULTS:
+        return []
 
 
 def enclosing_grant(ledger: str) -> Optional[int]:
@@ -318,11 +339,13 @@ def _restricting(host: Host, registry: Registry) -> list[str]:
     return sorted(name for name in names if name in host.env)
 
 
-def _part_of(seen: Node, physical: Node, why: str) -> tuple[Node, Optional[Restriction]]:
+def _part_of(
+    seen: Node, physical: Node, why: str, registry: Registry
+) -> tuple[Node, Optional[Restriction]]:
     """The ledger's node for a process that sees ``seen`` of the machine ``physical``, and the
     devices it may take: the physical node, with the plain capacity ``seen`` is configured
     with; ``seen`` itself when it has a device the machine has not (logical devices)."""
-    keys = _counterparts(seen, physical)
+    keys = _counterparts(seen, physical, registry)
     if keys is None:
         return seen, None
     node = _with_plain_capacity(physical, seen)
@@ -331,13 +354,13 @@ def _part_of(seen: Node, physical: Node, why: str) -> tuple[Node, Optional[Restr
     return node, Restriction(frozenset(keys), why)
 
 
-def _counterparts(seen: Node, physical: Node) -> Optional[set[DeviceKey]]:
+def _counterparts(seen: Node, physical: Node, registry: Registry) -> Optional[set[DeviceKey]]:
     """The physical devices the process's node offers; None when it offers a device the
     machine does not have."""
     devices = allocatable(physical)
     keys = set()
     for device in allocatable(seen):
-        match = counterpart(device, devices)
+        match = counterpart(device, devices, registry)
         if match is None:
             return None
         keys.add(_key(match))

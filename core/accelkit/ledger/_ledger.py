@@ -258,10 +258,12 @@ class Ledger:
             or state.node.get("fingerprint") != self._identity(node)["fingerprint"]
         ):
             return []
-        physical = allocatable(node)
+        from accelkit.registry import resolve
+
+        physical, plugins = allocatable(node), resolve(self._registry)
         keys = set()
         for device in devices:
-            match = counterpart(device, physical)
+            match = counterpart(device, physical, plugins)
             if match is not None:
                 keys.add((match.family, match.id))
         mine = lineage(state, self._enclosing)
