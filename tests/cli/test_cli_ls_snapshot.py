@@ -233,3 +233,14 @@ def test_python_dash_m_accelkit_is_the_command() -> None:
         check=True,
     )
     assert json.loads(package.stdout) == json.loads(accelkit("ls", "--json", "--host", node).stdout)
+
+
+def test_ls_says_when_third_party_plugins_were_not_loaded() -> None:
+    # A user who sets it (or inherits it) and misses a vendor's devices is told why.
+    node = str(Path(__file__).parents[2] / "examples" / "nodes" / "gaudi2-8")
+    off = accelkit("ls", "--host", node, ACCELKIT_DISABLE_PLUGIN_AUTOLOAD="1")
+    assert off.returncode == 0, off.stderr
+    assert off.stdout.rstrip().endswith(
+        "ACCELKIT_DISABLE_PLUGIN_AUTOLOAD is set: third-party plugins were not loaded."
+    )
+    assert "were not loaded" not in accelkit("ls", "--host", node).stdout

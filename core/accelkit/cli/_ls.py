@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import warnings
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -62,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
     lines = report(node, verbose=args.verbose)
     if broken:
         lines += ["", f"Plugins that failed to load: {', '.join(broken)} (see `accelkit plugins`)"]
+    if not registry.autoload_enabled(os.environ):
+        lines += ["", f"{registry.AUTOLOAD_OFF_VAR} is set: third-party plugins were not loaded."]
     print("\n".join(lines))
     return EXIT_OK
 
