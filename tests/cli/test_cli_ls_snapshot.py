@@ -244,3 +244,9 @@ def test_ls_says_when_third_party_plugins_were_not_loaded() -> None:
         "ACCELKIT_DISABLE_PLUGIN_AUTOLOAD is set: third-party plugins were not loaded."
     )
     assert "were not loaded" not in accelkit("ls", "--host", node).stdout
+    required = accelkit(
+        "ls", "--host", node, ACCELKIT_DISABLE_PLUGIN_AUTOLOAD="1", ACCELKIT_REQUIRE_PLUGINS="acme"
+    )
+    assert required.stdout.rstrip().endswith(
+        "third-party plugins were not loaded, but for those ACCELKIT_REQUIRE_PLUGINS names (acme)."
+    ), required

@@ -57,6 +57,21 @@ def host_from_args(args: argparse.Namespace) -> Host:
     return load_snapshot(args.host, env=shell)
 
 
+def autoload_off_line() -> Optional[str]:
+    """What ``ls`` and ``plugins`` end with when ``ACCELKIT_DISABLE_PLUGIN_AUTOLOAD`` kept the
+    third-party plugins out (those ``ACCELKIT_REQUIRE_PLUGINS`` names load all the same)."""
+    from accelkit import registry
+    from accelkit._settings import names
+
+    if registry.autoload_enabled(os.environ):
+        return None
+    line = f"{registry.AUTOLOAD_OFF_VAR} is set: third-party plugins were not loaded"
+    required = names(os.environ, registry.REQUIRE_VAR)
+    if required:
+        line += f", but for those {registry.REQUIRE_VAR} names ({', '.join(required)})"
+    return line + "."
+
+
 def print_json(data: Any) -> None:
     """Stable, readable JSON on stdout, written at once: ``json.dump`` writes each token on its
     own (hundreds of system calls on an unbuffered stdout) and leaves half a document behind

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import os
 import warnings
 from typing import TYPE_CHECKING, Any, Optional
 
 from accelkit.cli import EXIT_OK
-from accelkit.cli._common import add_override_option, host_from_args, print_json, table
+from accelkit.cli._common import (
+    add_override_option,
+    autoload_off_line,
+    host_from_args,
+    print_json,
+    table,
+)
 
 if TYPE_CHECKING:
     from accelkit.device import Device
@@ -63,8 +68,9 @@ def run(args: argparse.Namespace) -> int:
     lines = report(node, verbose=args.verbose)
     if broken:
         lines += ["", f"Plugins that failed to load: {', '.join(broken)} (see `accelkit plugins`)"]
-    if not registry.autoload_enabled(os.environ):
-        lines += ["", f"{registry.AUTOLOAD_OFF_VAR} is set: third-party plugins were not loaded."]
+    autoload_off = autoload_off_line()
+    if autoload_off:
+        lines += ["", autoload_off]
     print("\n".join(lines))
     return EXIT_OK
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -11,7 +10,7 @@ from typing import Any, Optional
 
 from accelkit._faults import PLUGIN_FAULTS
 from accelkit.cli import EXIT_FAILED, EXIT_OK
-from accelkit.cli._common import host_from_args, print_json, table
+from accelkit.cli._common import autoload_off_line, host_from_args, print_json, table
 
 COLUMNS = ("NAME", "ORIGIN", "DISTRIBUTION", "STATUS", "FAMILIES")
 
@@ -62,8 +61,9 @@ def run(args: argparse.Namespace) -> int:
         print_json(records)
     else:
         _print_table(records, counts is not None)
-        if not registry.autoload_enabled(os.environ):
-            print(f"\n{registry.AUTOLOAD_OFF_VAR} is set: third-party plugins were not loaded.")
+        autoload_off = autoload_off_line()
+        if autoload_off:
+            print(f"\n{autoload_off}")
     if required_error:
         print(f"accelkit plugins: {required_error}", file=sys.stderr)
     failed = required_error or any(info.status == "error" for info in report)
