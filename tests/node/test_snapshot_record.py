@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 from accelkit import registry
-from accelkit.detect import call_probe, import_library, run_command
+from accelkit.detect import call_probe, import_library, read_int, read_value, run_command
 from accelkit.device import Device
 from accelkit.errors import ConfigurationError
 from accelkit.host import FakeHost, Host, load_snapshot
+from accelkit.manager import AcceleratorManager
 from accelkit.node._detect import detect_node
 from accelkit.node._operator import EXCLUDE_ENV, OVERRIDE_ENV
 from accelkit.node._snapshot import RecordingHost, record_snapshot
@@ -238,6 +239,81 @@ def test_redaction_replaces_serials_and_uuids_consistently(
     # stable: recording the same host again gives the same bytes
     again = record_snapshot(tmp_path / "t", host, redact=True)
     assert all_text(again) == text
+
+
+ANPU_UUIDS = ("ANPU-00000001", "ANPU-00000002", "ANPU-00000003")
+"""A third-party family's UUIDs, of a shape the redaction's patterns do not know."""
+
+
+class AnpuManager(AcceleratorManager):
+    """NPUs listed by ``anpu-smi --json``, each one's NUMA node from the sysfs card whose
+    ``uuid`` file names it: the two sources' facts are linked by the UUID."""
+
+    name = "anpu"
+    resource_name = "ANPU"
+    visible_devices_env_var = "ANPU_VISIBLE_DEVICES"
+
+    def detect(self, host: Host) -> list[Device]:
+        numa = {
+            read_value(host, f"{card}/uuid"): read_int(host, f"{card}/numa_node", 10)
+            for card in host.glob("/sys/class/anpu/card*")
+        }
+        listed = json.loads(run_command(host, ["anpu-smi", "--json"]) or "[]")
+        return [
+            Device(str(n["index"]), type_label="ANPU-1", uuid=n["uuid"], numa_node=numa[n["uuid"]])
+            for n in listed
+        ]
+
+
+def anpu_host(root: Path) -> FakeHost:
+    """Three NPUs, the third hidden by the family's variable."""
+    for n, uuid in enumerate(ANPU_UUIDS):
+        card = root / f"sys/class/anpu/card{n}"
+        card.mkdir(parents=True)
+        (card / "uuid").write_text(uuid + "\n")
+        (card / "numa_node").write_text(f"{n % 2}\n")
+    listed = [{"index": n, "uuid": uuid} for n, uuid in enumerate(ANPU_UUIDS)]
+    return FakeHost(
+        root=root,
+        env={"ANPU_VISIBLE_DEVICES": "0,1"},
+        commands={("anpu-smi", "--json"): (0, json.dumps(listed))},
+    )
+
+
+def test_redaction_replaces_every_uuid_detection_reported_whatever_its_shape(
+    use_managers: MakeManagers, sandbox: Path, tmp_path: Path
+) -> None:
+    use_managers(AnpuManager())
+    host = anpu_host(sandbox)
+    plain = detect_node(host)
+    assert [d.uuid for d in plain.devices] == list(ANPU_UUIDS[:2])
+    directory = record_snapshot(tmp_path / "s", host, redact=True)
+    text = all_text(directory)
+    for secret in ANPU_UUIDS:  # the hidden NPU's too: anpu-smi lists it
+        assert secret not in text, secret
+    # the same devices, and each one's sysfs facts still found by its (new) UUID
+    redacted = detect_node(load_snapshot(directory))
+    assert [(d.id, d.type_label, d.numa_node) for d in redacted.devices] == [
+        ("0", "ANPU-1", 0),
+        ("1", "ANPU-1", 1),
+    ]
+    uuids = [d.uuid for d in redacted.devices]
+    assert None not in uuids and len(set(uuids)) == 2 and not set(uuids) & set(ANPU_UUIDS)
+    assert all_text(record_snapshot(tmp_path / "t", host, redact=True)) == text  # stable
+
+
+def test_a_reported_uuid_too_short_to_name_a_machine_is_not_replaced(
+    use_managers: MakeManagers, tmp_path: Path
+) -> None:
+    def numbered(host: Host) -> list[Device]:  # UUIDs "1", "2": replacing them would recount
+        count = int(run_command(host, ["acme-smi", "--count"]) or 0)
+        return [Device(str(n), uuid=str(n + 1)) for n in range(count)]
+
+    use_managers(static_manager("acme", "GPU", [], detect=lambda self, host: numbered(host)))
+    host = FakeHost(commands={("acme-smi", "--count"): (0, "2")})
+    directory = record_snapshot(tmp_path / "s", host, redact=True)
+    assert manifest(directory)["commands"][0]["stdout"] == "2"  # type: ignore[index]
+    assert [d.uuid for d in detect_node(load_snapshot(directory)).devices] == ["1", "2"]
 
 
 @pytest.mark.parametrize(

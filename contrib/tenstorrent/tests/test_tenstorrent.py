@@ -119,6 +119,23 @@ def test_the_recorded_node_is_what_the_fakes_record(tmp_path: Path) -> None:
     assert files == sorted(p.relative_to(NODE).as_posix() for p in NODE.rglob("*") if p.is_file())
 
 
+def test_a_redacted_recording_hides_the_board_serials(tmp_path: Path) -> None:
+    """tt-smi's ``board_id`` is the board's serial: redacted, each board keeps one stand-in
+    (its two chips share it) and the node replays the same."""
+    plugin = accelkit.Registry([accelkit_tenstorrent], autoload=False)
+    redacted = record_snapshot(tmp_path / "r", load_snapshot(NODE), redact=True, registry=plugin)
+    (tt_smi,) = json.loads((redacted / "snapshot.json").read_text())["commands"]
+    boards = [
+        chip["board_info"]["board_id"] for chip in json.loads(tt_smi["stdout"])["device_info"]
+    ]
+    assert len(boards) == 8 and len(set(boards)) == 4 and boards[0] == boards[1]
+    assert not {b for b in boards if b.startswith("100014611")}
+    replayed = accelkit.detect_node(load_snapshot(redacted), registry=plugin)
+    assert (
+        replayed.to_dict() == accelkit.detect_node(load_snapshot(NODE), registry=plugin).to_dict()
+    )
+
+
 def test_a_snapshot_with_no_chip_on_pci_is_no_answer(tmp_path: Path) -> None:
     # every chip remote cannot be (a remote chip is reached through a local one): a renamed
     # field must not hide the boards the device files show

@@ -34,7 +34,10 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--redact",
         action="store_true",
-        help="replace serial numbers and UUIDs by stable fake ones, consistently everywhere",
+        help=(
+            "replace every device UUID detection reported, and serial numbers, by stable fake "
+            "ones, consistently everywhere (file paths, bus ids and host names are kept)"
+        ),
     )
     parser.add_argument(
         "--force",

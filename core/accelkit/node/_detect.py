@@ -56,7 +56,7 @@ from accelkit.node._state import Detection, Family, working_copy
 from accelkit.node._visibility import step_read_visibility, step_restrict
 from accelkit.registry import Registry, family_policy, resolve, variables_read
 
-__all__ = ["STEPS", "detect_node"]
+__all__ = ["STEPS", "detect_node", "run_detection"]
 
 
 def detect_node(
@@ -74,9 +74,20 @@ def detect_node(
     malformed override, or one beyond a visibility variable); detection problems are
     diagnostics. The steps, in order, are :data:`STEPS`; each step's module gives its rules.
     """
-    if host is None:
-        host = LocalHost()
-    plugins = resolve(registry)
+    source = LocalHost() if host is None else host
+    return run_detection(source, resolve(registry), overrides, label_prefix).node
+
+
+def run_detection(
+    host: Host,
+    plugins: Registry,
+    overrides: Optional[Mapping[str, object]] = None,
+    label_prefix: str = DEFAULT_LABEL_PREFIX,
+) -> Detection:
+    """:func:`detect_node`, returning the whole finished :class:`Detection`: the node, and each
+    family's devices on the way to it (what ``detect()`` returned, those the node left out
+    included), for a caller that must know more than the node keeps (a redacted snapshot hides
+    every UUID a family reported, not only those of the devices kept)."""
     env = host.env
     wanted = read_overrides(env, overrides)
     managers = plugins.managers()
@@ -94,7 +105,7 @@ def detect_node(
     for _name, step in STEPS:
         step(state)
     state.node.diagnostics = list(dict.fromkeys(state.diagnostics))  # each finding once
-    return state.node
+    return state
 
 
 def _step_detect(state: Detection) -> None:

@@ -7,10 +7,13 @@ exactly as the real host does while copying every answer into the tree, and whic
 libraries unavailable so that the families fall back to the commands and files a snapshot can
 hold. With ``redact=True`` serial numbers and UUIDs are replaced, consistently everywhere (files,
 command arguments and outputs, variables), by stable fake ones of the same shape, so the replay
-still finds the same devices with the same types. File paths and symlink targets are kept as they
-are: they hold bus ids, not serials. A family that finds its devices only through its library
-(no command, no sysfs) records nothing: that is what the snapshot says, and ``accelkit ls -v``
-on it tells why.
+still finds the same devices with the same types: every UUID a family's ``detect()`` reported,
+whatever its shape, and what :data:`_SECRET` and :data:`_SERIAL_FILES` recognise (UUID-shaped
+text, ``GPU-``/``MIG-`` ids, values of serial-number and board-id fields, whole sysfs serial
+files). File paths and symlink targets are kept as they are: they hold bus ids, not serials.
+Other identifying text (a serial under a field name of the vendor's own, host names) is kept.
+A family that finds its devices only through its library (no command, no sysfs) records
+nothing: that is what the snapshot says, and ``accelkit ls -v`` on it tells why.
 
 Layering: recording runs node detection, so this module sits beside :mod:`accelkit.node._record` (it
 imports the registry and the node, and nothing below imports it); replay belongs to the host stage.
@@ -33,8 +36,9 @@ from accelkit._version import VERSION as ACCELKIT_VERSION
 from accelkit.host import CommandResult, FakeHost, Host, HostView, LocalHost, ProbeEnv
 from accelkit.host._base import MAX_READ_BYTES, ProbeFunction, resolve_under
 from accelkit.host._replay import FORMAT, MANIFEST, ROOT, VERSION
-from accelkit.node._detect import detect_node
+from accelkit.node._detect import run_detection
 from accelkit.node._operator import CONFIG_ENV_VARS
+from accelkit.node._state import Detection
 from accelkit.registry import Registry, resolve, variables_read
 
 __all__ = ["RecordingHost", "record_snapshot"]
@@ -87,12 +91,12 @@ def _record(base: Path, host: Optional[Host], redact: bool, registry: Optional[R
     plugins = resolve(registry)
     declared = sorted({name for m in plugins.managers() for name in variables_read(m)})
     recorder = RecordingHost(source, base / ROOT, declared)
-    detect_node(recorder, registry=plugins)
+    detection = run_detection(recorder, plugins)
     source_env = source.env
     env = {n: source_env[n] for n in sorted({*declared, *CONFIG_ENV_VARS}) if n in source_env}
     commands = recorder.commands
     if redact:
-        env, commands = _redact(env, commands, base / ROOT)
+        env, commands = _redact(env, commands, base / ROOT, _reported_uuids(detection))
     manifest = {
         "format": FORMAT,
         "version": VERSION,
@@ -275,21 +279,32 @@ _UUID_TEXT = f"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
 _SECRET = re.compile(
     rf"(?<![0-9A-Za-z])(?P<uuid>{_UUID_TEXT})(?![0-9A-Za-z])"
     rf"|(?<=GPU-|MIG-)(?P<hex>{_HEX}[0-9A-Fa-f-]{{3,}})(?![0-9A-Za-z_])"
-    r"|(?P<key>(?i:[a-z_]*serial[a-z_ ]*)\"?[ \t]*[:=][ \t]*\"?)(?P<serial>[^\s\",]+)"
+    r"|(?P<key>(?i:[a-z_]*(?:serial[a-z_ ]*|board[_ ]?id\b))\"?[ \t]*[:=][ \t]*\"?)"
+    r"(?P<serial>[^\s\",]+)"
 )
 """UUIDs, the ids after ``GPU-``/``MIG-`` (AMD's are 16 hex digits; CUDA takes prefixes), and
-values of serial-number fields in text, JSON and ``key: value`` output."""
+values of serial-number and board-id fields (a board's serial: tt-smi's ``board_id``,
+nvidia-smi's ``Board ID``) in text, JSON and ``key: value`` output."""
 _UUID = re.compile(_UUID_TEXT)
 _SERIAL_FILES = frozenset({"serial", "serial_number", "unique_id", "board_serial"})
 """sysfs files whose whole content is a serial number."""
 _NOT_SECRET = frozenset({"", "n/a", "[n/a]", "na", "none", "null", "unknown", "not", "0"})
+_SHORTEST_UUID = 6
+"""A reported UUID shorter than this is left alone: replacing it wherever it stands as a word
+would rewrite unrelated numbers (a UUID ``"1"`` and every count of one), and it names no
+machine."""
 
 
 class _Redactor:
-    """Maps each secret to a fake of the same shape, the same fake every time it appears."""
+    """Maps each secret to a fake of the same shape, the same fake every time it appears.
 
-    def __init__(self) -> None:
+    ``uuids`` are the UUIDs detection reported: each one :data:`_SECRET` does not recognise (a
+    plugin's own shape, ``ANPU-00000001``) is a secret too, wherever it stands as a word.
+    """
+
+    def __init__(self, uuids: Iterable[str]) -> None:
         self._fakes: dict[str, str] = {}
+        self._secret = _secret_pattern(uuids)
 
     def learn(self, text: str) -> None:
         """Register the full UUIDs in ``text`` first, so a prefix can map to its UUID's fake."""
@@ -297,7 +312,7 @@ class _Redactor:
             self._fake(found)
 
     def text(self, text: str) -> str:
-        return _SECRET.sub(self._replace, text)
+        return self._secret.sub(self._replace, text)
 
     def file(self, name: str, text: str) -> str:
         """A recorded file: whole-value serial files, then secrets anywhere in the text."""
@@ -307,6 +322,8 @@ class _Redactor:
         return self.text(text)
 
     def _replace(self, match: re.Match[str]) -> str:
+        if match["reported"]:
+            return self._fake(match["reported"])
         if match["uuid"]:
             return self._fake(match["uuid"])
         if match["hex"]:
@@ -344,10 +361,42 @@ def _same_case(fake: str, original: str) -> str:
     return fake.upper() if original.isupper() else fake
 
 
+def _secret_pattern(uuids: Iterable[str]) -> re.Pattern[str]:
+    """:data:`_SECRET` with the ``uuids`` it does not recognise in front, as whole words in any
+    case (the longest first, so that one which begins another does not cut it)."""
+    words = sorted(
+        {
+            uuid
+            for uuid in uuids
+            if len(uuid) >= _SHORTEST_UUID
+            and uuid.lower() not in _NOT_SECRET
+            and _SECRET.search(uuid) is None
+        },
+        key=lambda uuid: (-len(uuid), uuid),
+    )
+    alternatives = "|".join(map(re.escape, words)) or "(?!)"  # (?!) matches nothing
+    return re.compile(
+        rf"(?<![0-9A-Za-z])(?P<reported>(?i:{alternatives}))(?![0-9A-Za-z])|{_SECRET.pattern}"
+    )
+
+
+def _reported_uuids(detection: Detection) -> set[str]:
+    """Every UUID the families' ``detect()`` reported: of the devices the node keeps, and of
+    those it leaves out (hidden by a visibility variable, withheld, partition parents), whose
+    UUIDs are in the recorded outputs all the same."""
+    return {
+        device.uuid
+        for family in detection.families
+        for device in (*family.detected, *family.partitioned)
+        if device.uuid
+    }
+
+
 def _redact(
-    env: dict[str, str], commands: list[dict[str, Any]], tree: Path
+    env: dict[str, str], commands: list[dict[str, Any]], tree: Path, uuids: Iterable[str]
 ) -> tuple[dict[str, str], list[dict[str, Any]]]:
-    """Redact the variables, commands and every text file in ``tree`` (in place) alike."""
+    """Redact the variables, commands and every text file in ``tree`` (in place) alike, the
+    reported ``uuids`` among the secrets."""
     files: list[tuple[Path, str]] = []
     for path in sorted(tree.rglob("*")):
         if path.is_symlink() or not path.is_file():
@@ -359,7 +408,7 @@ def _redact(
             files.append((path, data.decode("utf-8")))
         except UnicodeDecodeError:
             continue
-    redactor = _Redactor()
+    redactor = _Redactor(uuids)
     texts = [*env.values(), *(s for c in commands for s in _command_texts(c))]
     for text in [*texts, *(t for _, t in files)]:
         redactor.learn(text)
