@@ -77,6 +77,20 @@ def test_a_raising_or_malformed_hook_is_warned_about_and_skipped(site: FakeSite)
     assert caught[0].filename == __file__, "the warning points at the caller"
 
 
+def test_a_warning_from_deep_in_accelkit_points_at_the_callers_line(
+    site: FakeSite, tmp_path: Path
+) -> None:
+    # record_snapshot loads the plugins through node detection: the warning named
+    # accelkit/node/_snapshot.py, the first frame outside the registry package.
+    from accelkit.host import FakeHost
+    from accelkit.node._snapshot import record_snapshot
+
+    add_hook(site, "a-site", LABELS, "{'rack': 1 / 0}")
+    with pytest.warns(registry.PluginWarning) as caught:
+        record_snapshot(tmp_path / "snap", FakeHost())
+    assert {w.filename for w in caught} == {__file__}
+
+
 def test_worker_env_returns_only_additions_and_keeps_visibility(site: FakeSite) -> None:
     add_hook(
         site, "a-env", WORKER_ENV, "{'HINT': '0.5', 'UNSET_ME': None, 'CUDA_VISIBLE_DEVICES': '0'}"

@@ -128,10 +128,13 @@ class LoadedPlugin:
 
 
 def warn(message: str) -> None:
-    """Warn with the location of the first caller outside the registry package."""
+    """Warn with the location of the first caller outside accelkit: the caller's line that
+    loaded the plugins (``detect_node()``, ``record_snapshot()``), not accelkit's own."""
     frame, level = sys._getframe(1), 2
-    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith(
-        __package__ or "accelkit.registry"
-    ):
+    while frame.f_back is not None and _in_accelkit(frame.f_globals.get("__name__", "")):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, PluginWarning, stacklevel=level)
+
+
+def _in_accelkit(module: str) -> bool:
+    return module == "accelkit" or module.startswith("accelkit.")
