@@ -57,6 +57,7 @@ def step_read_visibility(state: Detection) -> None:
     family does not offer leaves another family free to make devices of its variable."""
     provided = {f.manager.resource_name for f in state.families if f.devices}
     claimed = {f.manager.visible_devices_env_var for f in state.families if f.devices}
+    claimed.discard(None)  # a family without a primary variable claims none
     for family in state.families:
         with state.noting(family):
             _note_markers_among_ids(family.manager, family.host.env)
