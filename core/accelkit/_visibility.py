@@ -12,6 +12,7 @@ from typing import Callable, Optional
 
 __all__ = [
     "NOTHING_VISIBLE",
+    "canonical_id",
     "checked_ids",
     "is_index",
     "join_ids",
@@ -32,6 +33,12 @@ def is_index(token: str) -> bool:
     other Unicode digits, which no vendor runtime reads as a number.
     """
     return token.isascii() and token.isdecimal()
+
+
+def canonical_id(token: str) -> str:
+    """The device ``token`` names to every runtime: an index without its leading zeros (``"09"``
+    and ``"9"`` are one GPU to CUDA, HIP and the others), any other token as it is."""
+    return (token.lstrip("0") or "0") if is_index(token) else token
 
 
 def split_ids(

@@ -102,12 +102,15 @@ def test_a_family_that_raises_or_times_out_is_a_diagnostic_and_others_answer(
 def test_detect_returning_garbage_or_duplicates_is_diagnosed(use_managers: MakeManagers) -> None:
     use_managers(
         static_manager("odd", "GPU", ["0", "1"]),  # type: ignore[list-item]
-        static_manager("twice", "NPU", [Device("0"), Device("0", model="again")]),
+        static_manager("twice", "NPU", [Device("0"), Device("0", model="again"), Device("00")]),
     )
     node = detect_node(FakeHost())
     assert [(d.family, d.id, d.model) for d in node.devices] == [("twice", "0", None)]
     assert any("not a list of Device" in m for m in levels(node, "error"))
-    assert levels(node, "warning") == ["twice: device id '0' was detected twice; keeping the first"]
+    assert levels(node, "warning") == [
+        "twice: device id '0' was detected twice; keeping the first",
+        "twice: device id '00' was detected twice; keeping the first",  # "00" is index 0 too
+    ]
 
 
 def test_naming_methods_that_raise_are_diagnostics(use_managers: MakeManagers) -> None:

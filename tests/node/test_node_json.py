@@ -88,3 +88,14 @@ def test_from_dict_refuses_other_schema_versions_and_unknown_fields() -> None:
 def test_from_dict_says_what_is_wrong_with_a_malformed_node(data: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         Node.from_dict(data)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("second", ["0", "00"])
+def test_from_dict_refuses_one_device_listed_twice_in_a_family(second: str) -> None:
+    # "00" is GPU 0 to CUDA, HIP and every runtime that reads indices
+    devices = [Device("0", family="nvidia"), Device(second, family="nvidia")]
+    data = Node(devices=devices).to_dict()
+    with pytest.raises(ValueError, match=rf"nvidia lists device id '{second}' twice"):
+        Node.from_dict(data)
+    apart = Node(devices=[Device("0", family="nvidia"), Device(second, family="amd")]).to_dict()
+    assert len(Node.from_dict(apart).devices) == 2  # one id in two families is two devices

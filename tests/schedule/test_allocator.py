@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from decimal import Decimal
@@ -395,3 +396,6 @@ def test_a_node_listing_one_device_id_twice_is_refused() -> None:
     twice = make_node(devices("nvidia", 1) * 2)
     with pytest.raises(ConfigurationError, match=r"nvidia device id\(s\) '0' twice"):
         Allocator(twice)
+    spelt_twice = [*devices("nvidia", 1), dataclasses.replace(devices("nvidia", 1)[0], id="00")]
+    with pytest.raises(ConfigurationError, match="two spellings of one index"):
+        Allocator(make_node(spelt_twice))

@@ -42,6 +42,7 @@ from accelkit._faults import PLUGIN_FAULTS
 from accelkit._settings import DETECT_TIMEOUT_VAR, Budgets
 from accelkit._shown import shown
 from accelkit._stdout import end_captures
+from accelkit._visibility import canonical_id
 from accelkit.detect._facts import sanitize_label
 from accelkit.device import MAX_DEVICES, Device
 from accelkit.diagnostics import Diagnostic, collecting, note
@@ -224,10 +225,10 @@ def _detect(manager: AcceleratorManager, host: Host) -> list[Device]:
     devices: list[Device] = []
     seen: set[str] = set()
     for position, device in enumerate(result):
-        if device.id in seen:
+        if canonical_id(device.id) in seen:  # "00" is GPU 0 to every runtime
             note(f"device id {device.id!r} was detected twice; keeping the first", "warning")
             continue
-        seen.add(device.id)
+        seen.add(canonical_id(device.id))
         devices.append(
             device.replace(
                 family=manager.name,

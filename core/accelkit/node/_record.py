@@ -14,6 +14,7 @@ from typing import Any
 
 from accelkit._json import check_keys, check_version
 from accelkit._shown import shown
+from accelkit._visibility import canonical_id
 from accelkit.device import Device
 from accelkit.diagnostics import Diagnostic
 from accelkit.errors import InvalidData
@@ -132,13 +133,14 @@ def _count(value: object) -> int:
 
 
 def _check_unique(devices: list[Device]) -> None:
-    """One id once per family: the allocator would otherwise grant one device twice."""
+    """One id once per family (``"0"`` and ``"00"`` are one to every runtime): the allocator
+    would otherwise grant one device twice."""
     seen: set[tuple[str, str]] = set()
     for device in devices:
-        key = (device.family, device.id)
+        key = (device.family, canonical_id(device.id))
         if key in seen:
             raise InvalidData(
                 f"malformed node: {device.family or 'a family'} lists device id {device.id!r} "
-                "twice; each device appears once"
+                "twice (or as another spelling of one index); each device appears once"
             )
         seen.add(key)

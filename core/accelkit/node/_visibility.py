@@ -41,7 +41,7 @@ from typing import Optional
 
 from accelkit._faults import PLUGIN_FAULTS
 from accelkit._shown import shown
-from accelkit._visibility import NOTHING_VISIBLE, checked_ids, is_index, join_ids
+from accelkit._visibility import NOTHING_VISIBLE, canonical_id, checked_ids, join_ids
 from accelkit.device import MAX_DEVICES, Device
 from accelkit.diagnostics import note
 from accelkit.manager import AcceleratorManager
@@ -142,7 +142,7 @@ def _distinct(manager: AcceleratorManager, env: Mapping[str, str], tokens: list[
     kept: dict[str, str] = {}
     distinct: list[str] = []
     for token in tokens:
-        alias = (token.lstrip("0") or "0") if is_index(token) else token
+        alias = canonical_id(token)
         first = kept.get(alias, token)
         if first != token:
             note(

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Optional
 
+from accelkit._visibility import canonical_id
 from accelkit.device import Device
 from accelkit.errors import ConfigurationError, InvalidRequest, Unsatisfiable
 from accelkit.manager import ACCELERATOR_TYPE_PREFIX
@@ -184,12 +185,13 @@ class FamilyDevices:
     def __init__(self, policy: FamilyPolicy, devices: Sequence[Device]) -> None:
         self.policy = policy
         self.devices = tuple(devices)
-        counts = Counter(d.id for d in self.devices)
+        counts = Counter(canonical_id(d.id) for d in self.devices)
         twice = sorted(device_id for device_id, count in counts.items() if count > 1)
         if twice:
             raise ConfigurationError(
-                f"the node lists {policy.name} device id(s) {', '.join(map(repr, twice))} twice: "
-                "two grants would get one device (each device appears once)"
+                f"the node lists {policy.name} device id(s) {', '.join(map(repr, twice))} twice "
+                "(or as two spellings of one index): two grants would get one device (each "
+                "device appears once)"
             )
         self.keys = tuple(policy.placement.keys(self.devices))
         if len(set(self.keys)) != len(self.keys):
