@@ -185,13 +185,23 @@ def _logical_cores(host: Host, base: str, number: int, lnc: int) -> int:
 
 
 def _lnc(env: Mapping[str, str], model: Optional[str]) -> int:
-    """Physical cores per logical core: the variable when valid, else the generation's default."""
+    """Physical cores per logical core: the variable when valid, else the generation's default.
+
+    AWS: "LNC can only be set to 1 or 2 ... LNC applies only to Trn2 and Trn3 instances"
+    (logical-neuroncore-config): on Trainium1 and Inferentia2 every core stays a core of its own
+    whatever the variable says, and another value is refused. A device whose generation is
+    unknown takes the variable (1 or 2), else 1."""
     raw = env.get(LNC, "").strip()
-    if is_index(raw) and int(raw) >= 1:
+    if model is not None and model not in GROUPED:
+        if raw and raw != "1":
+            note(f"{LNC}={raw!r} applies only to Trainium2 and later; {model} cores stay single")
+        return 1
+    if raw in ("1", "2"):
         return int(raw)
+    default = 1 if model is None else 2
     if raw:
-        note(f"{LNC}={raw!r} is not a positive whole number; using the default", "warning")
-    return 2 if model in GROUPED else 1
+        note(f"{LNC}={raw!r} is not 1 or 2, the runtime's values; using {default}", "warning")
+    return default
 
 
 @hookimpl

@@ -217,10 +217,24 @@ def test_the_lnc_variable_sets_the_grouping(tmp_path: Path) -> None:
     assert MANAGER.labels(devices, host) == {"devices": "2", "lnc": "1", "model": "Trainium2"}
 
 
-def test_a_malformed_lnc_variable_is_noted_and_the_default_used(tmp_path: Path) -> None:
-    devices, notes = detect(_trn2(tmp_path, {"NEURON_LOGICAL_NC_CONFIG": "two"}))
+@pytest.mark.parametrize("value", ["two", "4", "0"])
+def test_an_lnc_other_than_1_or_2_is_noted_and_the_default_used(tmp_path: Path, value: str) -> None:
+    # AWS: "LNC can only be set to 1 or 2" (logical-neuroncore-config); 4 grouped by four
+    devices, notes = detect(_trn2(tmp_path / value, {"NEURON_LOGICAL_NC_CONFIG": value}))
     assert len(devices) == 8
-    assert any("'two' is not a positive whole number" in n for n in notes)
+    assert any(f"{value!r} is not 1 or 2, the runtime's values; using 2" in n for n in notes)
+
+
+def test_the_lnc_variable_leaves_trainium1_cores_single(tmp_path: Path) -> None:
+    # "LNC applies only to Trn2 and Trn3": a Trn1 image that sets it (a shared environment) was
+    # offered half its cores, ids 16-31 never granted, when detection read sysfs.
+    fake.write_sysfs(tmp_path, [2, 2])  # two Trainium1 devices of two cores, no neuron-ls
+    host = FakeHost(root=tmp_path, env={"NEURON_LOGICAL_NC_CONFIG": "2"})
+    devices, notes = detect(host)
+    assert len(devices) == 4 and MANAGER.labels(devices, host)["lnc"] == "1"
+    assert any(
+        "applies only to Trainium2 and later; Trainium1 cores stay single" in n for n in notes
+    )
 
 
 def test_trainium1_is_never_grouped_by_default(tmp_path: Path) -> None:
