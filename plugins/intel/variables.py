@@ -10,7 +10,7 @@ bare lists accepted on read) and devices (ordinals, ``*`` or ``gpu`` for all; ``
 ``acc`` name none). A ``!`` term discards what it names from what the other terms accept, and a
 selector of discard terms alone starts from every device (SYCL reads it as if ``*:*`` came first):
 which devices remain then depends on how many Level Zero counts, which the manager's ``detect()``
-keeps.
+keeps. Either variable set to ``""`` is no restriction, as both runtimes read it (unlike CUDA).
 """
 
 from __future__ import annotations
@@ -71,9 +71,15 @@ def hierarchy(env: Mapping[str, str]) -> str:
 
 
 def affinity_mask(env: Mapping[str, str]) -> Optional[list[str]]:
-    """The root devices ``ZE_AFFINITY_MASK`` names, ``card.stack`` entries left out (see the
-    module); None when it is unset."""
-    mask = split_ids(env.get("ZE_AFFINITY_MASK"))
+    """The root devices ``ZE_AFFINITY_MASK`` names, in Level Zero's order, ``card.stack`` entries
+    left out (see the module); None when it is unset or empty.
+
+    The mask only enables devices: Level Zero lists those it enables in their own (PCI) order,
+    each once, whatever order and repeats the mask has, and skips an entry past its device count
+    (compute-runtime's ``parseAffinityMask``), so ``3,2`` shows stack 2 first. An empty mask is
+    no mask there."""
+    value = env.get("ZE_AFFINITY_MASK")
+    mask = None if value == "" else split_ids(value)
     if mask is None:
         return None
     stacks = [t for t in mask if re.match(MASK_ID, t) and "." in t]
@@ -83,15 +89,19 @@ def affinity_mask(env: Mapping[str, str]) -> Optional[list[str]]:
             "one stack, which is not offered (name whole cards, or use FLAT mode)",
             "warning",
         )
-    return [t for t in mask if re.match(MASK_ID, t) and "." not in t]
+    ordinals = {int(t) for t in mask if re.match(MASK_ID, t) and "." not in t}
+    return [str(n) for n in sorted(ordinals)]
 
 
 def selector_terms(value: Optional[str]) -> tuple[Optional[list[str]], list[str]]:
     """(accepted, discarded): the Level Zero tokens of a selector's terms and of its ``!``
-    terms. Accepted is None for every device: no selector, a term of ``*`` or ``gpu``, or
-    discard terms alone; [] when the accepting terms name other backends only."""
-    if value is None or value.strip() in NOTHING_VISIBLE:
-        return (None if value is None else []), []
+    terms. Accepted is None for every device: no selector or an empty one (SYCL and the unified
+    runtime read ``""`` as accepting everything), a term of ``*`` or ``gpu``, or discard terms
+    alone; [] when the accepting terms name other backends only, or for ``NoDevFiles``."""
+    if value is None or value == "":
+        return None, []
+    if value.strip() in NOTHING_VISIBLE:
+        return [], []
     accepted: list[str] = []
     discarded: list[str] = []
     accepts_any = False

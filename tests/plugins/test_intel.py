@@ -76,7 +76,8 @@ def test_hiding_every_device_writes_a_discard_filter_that_reads_back_as_nothing(
     ("env", "expected"),
     [
         ({}, None),
-        ({"ONEAPI_DEVICE_SELECTOR": ""}, []),
+        # SYCL and the unified runtime read an empty selector as accepting everything
+        ({"ONEAPI_DEVICE_SELECTOR": ""}, None),
         ({"ONEAPI_DEVICE_SELECTOR": "NoDevFiles"}, []),
         ({"ONEAPI_DEVICE_SELECTOR": "level_zero:0,1"}, ["0", "1"]),
         ({"ONEAPI_DEVICE_SELECTOR": " level_zero: 2 , 3 "}, ["2", "3"]),
@@ -87,7 +88,11 @@ def test_hiding_every_device_writes_a_discard_filter_that_reads_back_as_nothing(
         ({"ONEAPI_DEVICE_SELECTOR": "opencl:0"}, []),
         ({"ONEAPI_DEVICE_SELECTOR": "level_zero:1;opencl:*"}, ["1"]),
         ({"ZE_AFFINITY_MASK": "2,3"}, ["2", "3"]),
-        ({"ZE_AFFINITY_MASK": ""}, []),
+        ({"ZE_AFFINITY_MASK": ""}, None),  # parseAffinityMask: an empty mask is no mask
+        # Level Zero lists what the mask enables in its own order, each device once
+        ({"ZE_AFFINITY_MASK": "3,2"}, ["2", "3"]),
+        ({"ZE_AFFINITY_MASK": "1,0,1,01"}, ["0", "1"]),
+        ({"ZE_AFFINITY_MASK": "3,2", "ONEAPI_DEVICE_SELECTOR": "level_zero:0"}, ["2"]),
         # the selector's indices are relative to the mask's list
         ({"ZE_AFFINITY_MASK": "4,5,6", "ONEAPI_DEVICE_SELECTOR": "level_zero:1"}, ["5"]),
         ({"ZE_AFFINITY_MASK": "4,5,6", "ONEAPI_DEVICE_SELECTOR": "2,0"}, ["6", "4"]),
