@@ -407,7 +407,10 @@ def _take(ledger: Ledger, request: dict[str, float], accelerator_type: Optional[
         raise TimeoutError(
             f"Ray scheduled this worker for {request}, but the node's ledger {ledger.path} had "
             f"no room for {GRANT_TIMEOUT:g} s: is the Ray node's resource larger than the "
-            "node (compare `accelkit resources --format ray`), or is `accelkit run` holding it?"
+            "node (compare `accelkit resources --format ray`), is `accelkit run` holding it, "
+            "or do fractions of one device not add up to it (Ray counts the resource as one "
+            "pool, where five 0.4 shares fit in two devices; the ledger counts each device, "
+            "where two do): ask for a fraction that divides one device (0.5, 0.25)"
         )
     apply_env(ledger.env(grant), os.environ)  # accelkit inside the task takes steps of it
     return grant
