@@ -11,6 +11,7 @@ import re
 import shlex
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
 
 import pytest
@@ -66,6 +67,19 @@ def test_ray_arguments_survive_shell_word_splitting() -> None:
     )
     words = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
     assert words.stdout.splitlines() == to_ray(detect_node(load_snapshot(host)))
+
+
+def test_ray_export_warns_where_rays_gpu_ids_are_not_the_nodes() -> None:
+    # Ray hands out --num-gpus=7 as CUDA ordinals 0-6: with GPU 3 excluded, a task on "3" ran
+    # on the GPU the operator left out, and GPU 7 was never used.
+    h100 = str(SNAPSHOTS / "nvidia-h100-8gpu")
+    excluded = detect_node(load_snapshot(h100, env={"ACCELKIT_EXCLUDE_DEVICES": "nvidia:3"}))
+    with pytest.warns(UserWarning, match=r"CUDA_VISIBLE_DEVICES=0,1,2,4,5,6,7 ray start") as said:
+        assert to_ray(excluded)[0] == "--num-gpus=7"
+    assert said[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        to_ray(detect_node(load_snapshot(h100)))  # ids 0-7: nothing to say
 
 
 def test_ray_refuses_what_ray_start_cannot_take() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from typing import TYPE_CHECKING, Union
 
 from accelkit.exports._labels import relabel
@@ -44,6 +45,7 @@ def to_ray(node: Node) -> list[str]:
         if not float(gpus).is_integer():
             raise ValueError(f"ray start --num-gpus takes a whole number; this node has GPU={gpus}")
         args.append(f"--num-gpus={int(gpus)}")
+        _warn_if_ray_numbers_other_gpus(node)
     spaced = [name for name in resources if any(ch.isspace() for ch in name)]
     if spaced:
         raise ValueError(f"resource names with whitespace cannot be ray start arguments: {spaced}")
@@ -64,6 +66,30 @@ def to_ray(node: Node) -> list[str]:
     if labels:
         args.append("--labels=" + ",".join(f"{key}={value}" for key, value in labels.items()))
     return args
+
+
+def _warn_if_ray_numbers_other_gpus(node: Node) -> None:
+    """Ray hands out ``--num-gpus=N`` GPUs as ids 0 to N-1, written into its variable as they
+    are; where the node's GPUs are others (an operator's exclusion, a Prohibited GPU, MIG
+    instances), those ids name devices the node left out. The raylet started with the family's
+    variable listing the node's ids hands out those instead. (GPUs of two families on one node
+    are a limit of their own, which the Ray bridge warns about.)"""
+    gpus = sorted(
+        (d for d in node.devices if d.resource_name == "GPU"),
+        key=lambda d: (d.index is None, d.index or 0),
+    )
+    families = list(dict.fromkeys(d.family for d in gpus))
+    ids = [d.id for d in gpus]
+    if len(families) != 1 or ids == [str(n) for n in range(len(ids))]:
+        return
+    warnings.warn(
+        f"Ray numbers --num-gpus={len(ids)} GPUs 0 to {len(ids) - 1}, but this node's "
+        f"{families[0]} GPUs are {','.join(ids)}: start the raylet with the family's visibility "
+        f"variable listing them (for NVIDIA, CUDA_VISIBLE_DEVICES={','.join(ids)} ray start "
+        "...), or Ray hands out GPUs this node leaves out",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 def number(value: float) -> Union[int, float]:
