@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from accelkit import Allocator, registry, visible_ids
+from runtime_facts import EMPTY_IS_UNSET
 from sched_nodes import devices, make_node
 
 
@@ -41,11 +42,6 @@ def test_a_worker_sees_what_its_grant_wrote() -> None:
     assert seen["nvidia"] == ["0", "1"]
     assert seen["tpu"] == ["0", "1"]
     assert seen["ascend"] == ["0"]
-
-
-EMPTY_IS_UNSET = {"intel"}
-"""Families whose runtime reads their variable set to ``""`` as not set: SYCL's
-``Parse_ONEAPI_DEVICE_SELECTOR`` and the unified runtime accept every device for it."""
 
 
 @pytest.mark.parametrize("value", ["", "NoDevFiles", "  ", " NoDevFiles "])
