@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Optional
 
 import pytest
 from accelkit import Device, FakeHost, Host
@@ -61,6 +63,21 @@ def test_run_command_notes_every_failure() -> None:
     assert ("warning", "`fails -x` exited with 3: permission denied") in text
     assert ("error", "`hangs` timed out: took too long") in text
     assert ("info", "missing is not installed") in text
+
+
+def test_run_command_passes_env_to_the_host_only_when_given() -> None:
+    """A command asked with ``env`` gets it; one asked without calls ``host.run`` as Host
+    subclasses written before ``env`` existed define it."""
+
+    class OldHost(FakeHost):
+        def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> Any:  # type: ignore[override]
+            return super().run(argv, timeout)
+
+    host = FakeHost(commands={"tool": (0, "out")})
+    assert run_command(host, ["tool"], env={"TT_VISIBLE_DEVICES": None}) == "out"
+    assert run_command(host, ["tool"]) == "out"
+    assert host.run_envs == [{"TT_VISIBLE_DEVICES": None}, {}]
+    assert run_command(OldHost(commands={"tool": (0, "out")}), ["tool"]) == "out"
 
 
 def test_parsers_note_garbage() -> None:

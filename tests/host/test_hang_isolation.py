@@ -42,8 +42,13 @@ def release() -> Iterator[threading.Event]:
 class MachineHost(FakeHost):
     """Fake files and libraries, but real commands and probe processes."""
 
-    def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> Any:
-        return LocalHost().run(argv, timeout=timeout)
+    def run(
+        self,
+        argv: Sequence[str],
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> Any:
+        return LocalHost().run(argv, timeout=timeout, env=env)
 
     def has_library(self, name: str) -> bool:
         return True

@@ -25,6 +25,20 @@ def test_run_returns_exit_code_stdout_and_stderr() -> None:
     assert (result.returncode, result.stderr) == (0, "err")
 
 
+def test_run_with_env_changes_only_the_command_s_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``env`` sets and removes variables for the program (tt-smi asked with
+    ``TT_VISIBLE_DEVICES`` lifted), and leaves this process's environment alone."""
+    monkeypatch.setenv("ACCELKIT_TEST_LIFTED", "2,3")
+    show = "import os; print(os.environ.get('ACCELKIT_TEST_LIFTED'), os.environ.get('ADDED'))"
+    argv = [sys.executable, "-c", show]
+    assert LocalHost().run(argv).stdout == "2,3 None\n"
+    lifted = LocalHost().run(argv, env={"ACCELKIT_TEST_LIFTED": None, "ADDED": "1"})
+    assert lifted.stdout == "None 1\n"
+    assert os.environ["ACCELKIT_TEST_LIFTED"] == "2,3" and "ADDED" not in os.environ
+
+
 def test_run_of_a_missing_program_is_file_not_found() -> None:
     with pytest.raises(FileNotFoundError, match="accelkit-no-such-tool"):
         LocalHost().run(["accelkit-no-such-tool", "--version"])

@@ -177,17 +177,26 @@ def call_probe(
 
 
 def run_command(
-    host: Host, argv: Sequence[str], timeout: Optional[float] = None, failing: Level = "warning"
+    host: Host,
+    argv: Sequence[str],
+    timeout: Optional[float] = None,
+    failing: Level = "warning",
+    env: Optional[ProbeEnv] = None,
 ) -> Optional[str]:
     """A command's stdout when it exits 0; None (with a note) when missing, failing or hanging.
 
     A non-zero exit is noted at level ``failing`` (``"info"`` where failing is expected, as an
     older tool rejecting a newer flag). A missing program asked again (another flag spelling,
     another layer) is noted once: :func:`accelkit.note` keeps a finding once per family.
+    ``env`` changes the command's environment only (``{"NAME": None}`` removes a variable): a
+    tool that lists only the devices the family's variable leaves is asked with it lifted.
     """
     shown = " ".join(argv)
     try:
-        result = host.run(argv, timeout=timeout)
+        if env:
+            result = host.run(argv, timeout=timeout, env=env)
+        else:  # Host subclasses written before ``env`` existed keep working
+            result = host.run(argv, timeout=timeout)
     except FileNotFoundError:
         note(f"{argv[0]} is not installed")
         return None

@@ -54,8 +54,10 @@ ProbeFunction = Callable[..., Any]
 """A module-level function ``f(import_module, *args)`` whose result is plain JSON data."""
 
 ProbeEnv = Mapping[str, Optional[str]]
-"""Variables a probe's process runs with, on top of this process's (None: removed): a library
-that reads its variables when first used (Level Zero's device order) sees them from the start."""
+"""Variables a probe's or a command's process runs with, on top of this process's (None:
+removed): a library that reads its variables when first used (Level Zero's device order) sees
+them from the start, and a tool that honours the family's visibility variable (tt-smi) can be
+asked with it lifted."""
 
 
 def natural_key(text: str) -> tuple[Any, ...]:
@@ -241,12 +243,18 @@ class Host:
         """
         raise NotImplementedError
 
-    def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> CommandResult:
         """Run a program (no shell) and return its result, whatever its exit code.
 
-        Raises ``FileNotFoundError`` when the program is not installed and ``TimeoutError`` when
-        it runs past ``timeout`` seconds (default: the command budget, ``ACCELKIT_COMMAND_TIMEOUT``,
-        10), or past the running detection's deadline.
+        ``env`` changes the program's environment (see :data:`ProbeEnv`); this process's is never
+        touched. Raises ``FileNotFoundError`` when the program is not installed and
+        ``TimeoutError`` when it runs past ``timeout`` seconds (default: the command budget,
+        ``ACCELKIT_COMMAND_TIMEOUT``, 10), or past the running detection's deadline.
         """
         raise NotImplementedError
 
@@ -327,8 +335,13 @@ class HostView(Host):
     def glob(self, pattern: str) -> list[str]:
         return self.inner.glob(pattern)
 
-    def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
-        return self.inner.run(argv, timeout=timeout)
+    def run(
+        self,
+        argv: Sequence[str],
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> CommandResult:
+        return self.inner.run(argv, timeout=timeout, env=env)
 
     def import_module(self, name: str) -> ModuleType:
         return self.inner.import_module(name)

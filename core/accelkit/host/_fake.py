@@ -36,10 +36,10 @@ class FakeHost(Host):
     ``commands``: keyed by program name (``"nvidia-smi"``) or by an argv prefix tuple
     (``("neuron-ls", "--json-output")``, longest prefix wins), valued as :data:`CommandSpec`.
     ``modules``: importable libraries by name; a value may be an exception to raise on import.
-    ``runs`` records every argv run, and ``probe_envs`` the ``env`` of every probe (which runs
-    here, in this process, whose environment it leaves alone), for tests that check what was
-    asked. The tree under ``root`` is taken as fixed once read: each directory's symlinks are
-    resolved once.
+    ``runs`` records every argv run and ``run_envs`` the ``env`` each was run with, and
+    ``probe_envs`` the ``env`` of every probe (which runs here, in this process, whose
+    environment it leaves alone), for tests that check what was asked. The tree under ``root``
+    is taken as fixed once read: each directory's symlinks are resolved once.
     """
 
     def __init__(
@@ -59,6 +59,7 @@ class FakeHost(Host):
             self._commands[prefix] = spec
         self._modules = dict(modules or {})
         self.runs: list[tuple[str, ...]] = []
+        self.run_envs: list[dict[str, Optional[str]]] = []
         self.probe_envs: list[dict[str, Optional[str]]] = []
         self._resolved: dict[str, Optional[str]] = {}
 
@@ -84,11 +85,19 @@ class FakeHost(Host):
     def env(self) -> Mapping[str, str]:
         return self._env
 
-    def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> CommandResult:
+        """The answer given for ``argv``; ``env`` is recorded in :attr:`run_envs` (the canned
+        answer is the same whatever it holds)."""
         argv = tuple(argv)
         if not argv:
             raise ValueError("run() needs a program")
         self.runs.append(argv)
+        self.run_envs.append(dict(env or {}))
         matches = [p for p in self._commands if argv[: len(p)] == p]
         if not matches:
             raise FileNotFoundError(f"{argv[0]}: not found on PATH")

@@ -50,8 +50,13 @@ class LocalHost(Host):
     def env(self) -> Mapping[str, str]:
         return os.environ
 
-    def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
-        return run_command(argv, timeout)
+    def run(
+        self,
+        argv: Sequence[str],
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> CommandResult:
+        return run_command(argv, timeout, env)
 
     def import_module(self, name: str) -> ModuleType:
         return importlib.import_module(name)

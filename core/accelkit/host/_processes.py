@@ -34,7 +34,9 @@ DEFAULT_PROBE_TIMEOUT = Budgets().probe
 unless ``ACCELKIT_PROBE_TIMEOUT`` says otherwise; never past a detection's deadline."""
 
 
-def run_command(argv: Sequence[str], timeout: Optional[float]) -> CommandResult:
+def run_command(
+    argv: Sequence[str], timeout: Optional[float], env: Optional[ProbeEnv] = None
+) -> CommandResult:
     """:meth:`~accelkit.host.Host.run` on this machine: ``argv`` (no shell) within its budget."""
     argv = list(argv)
     if not argv:
@@ -48,6 +50,7 @@ def run_command(argv: Sequence[str], timeout: Optional[float]) -> CommandResult:
         raise TimeoutError(f"{argv[0]} was not started: the detection's deadline passed")
     process = subprocess.Popen(
         argv,
+        env=_environment(env),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -88,14 +91,9 @@ def run_probe(
             "args": list(args),
         }
     )
-    environment = None
-    if env:
-        environment = {**os.environ, **{k: v for k, v in env.items() if v is not None}}
-        for name in (k for k, v in env.items() if v is None):
-            environment.pop(name, None)
     process = subprocess.Popen(
         [sys.executable, "-c", _PROBE_MAIN],
-        env=environment,
+        env=_environment(env),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -122,6 +120,17 @@ def run_probe(
     if "error" in reply:
         raise ProbeError(reply["error"])
     return reply["result"]
+
+
+def _environment(env: Optional[ProbeEnv]) -> Optional[dict[str, str]]:
+    """This process's environment changed by ``env`` (None: removed), for a child; None (the
+    child inherits this process's) when ``env`` changes nothing."""
+    if not env:
+        return None
+    environment = {**os.environ, **{k: v for k, v in env.items() if v is not None}}
+    for name in (k for k, v in env.items() if v is None):
+        environment.pop(name, None)
+    return environment
 
 
 def _on_path(program: str) -> bool:

@@ -235,10 +235,15 @@ class RecordingHost(HostView):
             copy.write_bytes(b"")
 
     # -- commands and libraries (the environment is HostView's) -------------------------------
-    def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> CommandResult:
         entry: dict[str, Any] = {"argv": list(argv)}
         try:
-            result = self.inner.run(argv, timeout=timeout)
+            result = self.inner.run(argv, timeout=timeout, env=env)
         except TimeoutError as exc:
             self._keep(entry, error="timeout", message=str(exc))
             raise

@@ -27,7 +27,12 @@ GARBAGE = "garbage output\n{[ not json, not csv ]\n\x1b[31mERROR\x1b[0m\n"
 class _BrokenStackHost(FakeHost):
     """A host whose every command prints garbage and whose every library is broken."""
 
-    def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> CommandResult:
         self.runs.append(tuple(argv))
         return CommandResult(0, GARBAGE, "")
 
@@ -47,7 +52,12 @@ class _ToolsDownHost(HostView):
         super().__init__(inner, inner.env)
         self.mode = mode
 
-    def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> CommandResult:
         if self.mode == "missing":
             raise FileNotFoundError(f"{argv[0]}: not found on PATH")
         if self.mode == "hanging":
@@ -132,8 +142,13 @@ class _ToolUse(HostView):
         super().__init__(inner, inner.env)
         self.answered: list[str] = []
 
-    def run(self, argv: Sequence[str], timeout: Optional[float] = None) -> CommandResult:
-        result = super().run(argv, timeout)
+    def run(
+        self,
+        argv: Sequence[str],
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> CommandResult:
+        result = super().run(argv, timeout, env)
         if result.returncode == 0 and result.stdout.strip():
             self.answered.append(f"command {' '.join(argv)}")
         return result
