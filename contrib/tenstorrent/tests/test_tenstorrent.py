@@ -4,16 +4,26 @@ reads it, and the recorded node."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Optional
 
 import accelkit
 import accelkit_tenstorrent
 import pytest
-from accelkit import FakeHost, load_snapshot
+from accelkit import Device, FakeHost, load_snapshot
+from accelkit.host import CommandResult, ProbeEnv
 from accelkit.node import record_snapshot
 from accelkit.testing import AcceleratorManagerSuite
 from accelkit_tenstorrent import TenstorrentManager
-from accelkit_tenstorrent.testing import SNAPSHOT_ARGV, make_host, snapshot_json, write_devices
+from accelkit_tenstorrent.testing import (
+    BUS_IDS,
+    SNAPSHOT_ARGV,
+    chip,
+    make_host,
+    snapshot_json,
+    write_devices,
+)
 
 NODE = Path(__file__).resolve().parents[1] / "nodes" / "tenstorrent-n300-4"
 
@@ -34,6 +44,11 @@ class TestTenstorrent(AcceleratorManagerSuite):
         ("2,2,01", ["1", "2"]),  # each once; "01" is logical id 1
         (" 0 , 3 ", ["0", "3"]),
         ("0000:04:00.0", ["0000:04:00.0"]),  # part of a bus id
+        # tt-umd's is_bdf_string: a ':' or a '.', and nothing but hex digits besides
+        ("0000:c", ["0000:c"]),
+        ("03:00", ["03:00"]),
+        ("00.0", ["00.0"]),
+        ("0000:zz:00.0", []),  # not a bus id: tt-umd refuses to start
         ("0,abc", []),  # tt-umd refuses to start: nothing runs
         ("", []),
         ("NoDevFiles", []),
@@ -49,6 +64,7 @@ def test_tt_visible_devices_is_read_as_tt_umd_reads_it(value: str, ids: list[str
         ("3,0", ["0", "3"], ["0000:03:00.0", "0000:22:00.0"]),
         # a bus-id token names the device and stays its id, as a worker's variable takes it
         ("04:00.0", ["04:00.0"], ["0000:04:00.0"]),
+        ("1,03:00", ["1", "03:00"], ["0000:04:00.0", "0000:03:00.0"]),  # no '.' needed
     ],
 )
 def test_tt_visible_devices_on_the_node_selects_by_id_or_bus_id(
@@ -146,3 +162,97 @@ def test_a_snapshot_with_no_chip_on_pci_is_no_answer(tmp_path: Path) -> None:
     assert "tt-smi lists no chip with a PCI bus id" in " ".join(
         d.message for d in node.diagnostics if d.level == "warning"
     )
+
+
+def test_a_bus_id_token_is_matched_as_tt_umd_matches_it() -> None:
+    """Contained in the device's bus id, case and all: tt-umd's bus ids are lower case
+    (``{:04x}:{:02x}:{:02x}.{:x}``) and it compares with ``find``, so ``0000:C1`` names nothing."""
+    manager, device = TenstorrentManager(), Device("0", pci_bus_id="0000:c1:00.0")
+    assert manager.matches("0000:c1", device) and manager.matches("c1:00.0", device)
+    assert not manager.matches("0000:C1", device)
+    assert not manager.matches("0000:c2", device)
+
+
+def test_a_bus_id_token_naming_several_devices_ends_the_list(tmp_path: Path) -> None:
+    """tt-umd takes every device ``0000:c`` names (a Galaxy tray); accelkit reads it as it reads
+    any ambiguous token, the list ends there with a warning (the plugin's README says so)."""
+    tray = [chip(f"0000:{bus}:00.0", "tt-galaxy-wh", f"{bus}") for bus in ("c1", "c2")]
+    commands = {SNAPSHOT_ARGV: (0, json.dumps({"device_info": tray}))}
+    node = accelkit.detect_node(FakeHost(env={"TT_VISIBLE_DEVICES": "0000:c"}, commands=commands))
+    assert node.devices == []
+    warnings = [d.message for d in node.diagnostics if d.level == "warning"]
+    assert any("'0000:c', which matches 2 detected devices" in w for w in warnings)
+
+
+class TtSmiHonoursTheVariable(FakeHost):
+    """tt-smi as it is: it enumerates through tt-umd (``TopologyDiscovery`` ->
+    ``PCIDevice::enumerate_devices``), which lists only the boards ``TT_VISIBLE_DEVICES`` leaves,
+    numbered from 0 again; ``env`` of the run, where given, changes the variables it sees."""
+
+    def run(
+        self,
+        argv: Sequence[str],
+        timeout: Optional[float] = None,
+        env: Optional[ProbeEnv] = None,
+    ) -> CommandResult:
+        result = super().run(argv, timeout, env)
+        seen = {**self.env, **(env or {})}
+        if seen.get("TT_VISIBLE_DEVICES") is None:
+            return result
+        kept = {f"100014611{int(i):07d}" for i in seen["TT_VISIBLE_DEVICES"].split(",")}
+        snapshot = json.loads(result.stdout)
+        snapshot["device_info"] = [
+            c for c in snapshot["device_info"] if c["board_info"]["board_id"] in kept
+        ]
+        return CommandResult(0, json.dumps(snapshot))
+
+
+def test_detection_in_a_granted_worker_still_names_every_device(tmp_path: Path) -> None:
+    """A worker granted devices 2 and 3 detects its node: tt-smi is asked with the variable
+    lifted (it would list boards 2 and 3 as 0 and 1), and accelkit applies the variable."""
+    write_devices(tmp_path, 4)
+    commands = {SNAPSHOT_ARGV: (0, snapshot_json(4))}
+    host = TtSmiHonoursTheVariable(tmp_path, {"TT_VISIBLE_DEVICES": "2,3"}, commands)
+    node = accelkit.detect_node(host)
+    assert [(d.id, d.pci_bus_id) for d in node.devices] == [
+        ("2", "0000:21:00.0"),
+        ("3", "0000:22:00.0"),
+    ]
+    asked = [env for argv, env in zip(host.runs, host.run_envs) if argv[0] == "tt-smi"]
+    assert asked == [{"TT_VISIBLE_DEVICES": None}]
+    assert node.detected["tenstorrent"] == 4
+
+
+@pytest.mark.parametrize(
+    ("board", "device", "label"),
+    [
+        # every board tt-smi names (tt_smi/utils.py, get_board_type); the snapshot adds " L" or
+        # " R" to Wormhole boards (tt_smi/backend.py, get_logs_json)
+        ("n150 L", None, "Tenstorrent-Wormhole"),
+        ("n300 L", None, "Tenstorrent-Wormhole"),
+        ("nb_cb L", None, "Tenstorrent-Wormhole"),
+        ("wh_4u L", None, "Tenstorrent-Wormhole"),
+        ("tt-galaxy-wh L", None, "Tenstorrent-Wormhole"),
+        ("bh-scrappy", None, "Tenstorrent-Blackhole"),
+        ("p100a", None, "Tenstorrent-Blackhole"),
+        ("p150b", None, "Tenstorrent-Blackhole"),
+        ("p300c", None, "Tenstorrent-Blackhole"),
+        ("tt-galaxy-bh", None, "Tenstorrent-Blackhole"),
+        # a board tt-smi cannot name: the chip's PCI device id, else no label at all
+        ("N/A", "0xb140", "Tenstorrent-Blackhole"),
+        ("N/A L", "0x401e", "Tenstorrent-Wormhole"),
+        ("N/A", None, None),
+    ],
+)
+def test_board_names_give_their_architecture(
+    tmp_path: Path, board: str, device: Optional[str], label: Optional[str]
+) -> None:
+    if device is not None:
+        function = tmp_path / "sys" / "bus" / "pci" / "devices" / BUS_IDS[0]
+        function.mkdir(parents=True)
+        (function / "device").write_text(device + "\n")
+    snapshot = json.dumps({"device_info": [chip(BUS_IDS[0], board, "1")]})
+    host = FakeHost(root=tmp_path, commands={SNAPSHOT_ARGV: (0, snapshot)})
+    (found,) = TenstorrentManager().detect(host)
+    assert found.type_label == label
+    assert found.model == (None if board == "N/A" else board)  # "N/A" is read as no name

@@ -1,17 +1,27 @@
 """Tenstorrent Wormhole and Blackhole accelerators for accelkit: experimental, community.
 
 A process sees the devices ``TT_VISIBLE_DEVICES`` selects, read by Tenstorrent's user-mode
-driver (tt-umd, under tt-metal and TT-NN) as follows: unset is every device; ``""`` is none; each
-comma-separated token is a *logical* id (the device's place in PCI bus order, ``0``..``n-1``) or
-part of a PCI bus id with a colon and a dot (``0000:03:00.0``, ``03:00.0``); any other token, or
-an id past the end, makes the runtime refuse to start; and the devices are used once each, in bus
-order, whatever the token order. Devices are granted whole, as on Ray. A device is a PCI-attached
-chip: the second chip of an n300 board sits behind the first, over Ethernet, and comes with it.
+driver (tt-umd, under tt-metal and TT-NN; ``device/pcie/pci_device.cpp``,
+``PCIDevice::enumerate_devices``) as follows: unset is every device; ``""`` is none; spaces around
+a token are dropped; a token of digits is a *logical* id, the device's place in PCI bus order
+(``0``..``n-1``; so from tt-umd 0.9.3, #2057: before, it was the ``N`` of
+``/dev/tenstorrent/<N>``); a token holding ``:`` or ``.`` and otherwise only hex digits is part
+of a bus id and names every device whose bus id contains it (``0000:03:00.0``, ``03:00``,
+``0000:c``; tt-umd ``device/common/utils.hpp`` ``is_bdf_string``); any other token, an id past
+the end, or a bus-id token that names no device makes the runtime refuse to start; and the
+devices are used once each, in bus order, whatever the token order. A bus-id token that names
+several devices (``0000:c``, a Galaxy tray) is read as accelkit reads an ambiguous token: the
+list ends there, with a warning. Devices are granted whole, as on Ray. A device is a
+PCI-attached chip: the second chip of an n300 board sits behind the first, over Ethernet, and
+comes with it.
 
 Detection: ``tt-smi -s --snapshot_no_tty`` (its JSON snapshot: ``device_info[].board_info``
-``bus_id`` and ``board_type``), else the driver's ``/dev/tenstorrent/<N>`` files, with the PCI
-functions of vendor ``0x1e52`` (Wormhole ``0x401e``, Blackhole ``0xb140``) for bus ids and
-architecture. Sources, and what is not confirmed: the package's README.
+``bus_id`` and ``board_type``), run with ``TT_VISIBLE_DEVICES`` lifted, since tt-smi enumerates
+through tt-umd and would list only the devices the variable leaves (numbered from 0 again);
+accelkit then applies the variable to every device. Else the driver's ``/dev/tenstorrent/<N>``
+files, with the PCI functions of vendor ``0x1e52`` (Wormhole ``0x401e``, Blackhole ``0xb140``)
+for bus ids and architecture. Board names are tt-smi's (``tt_smi/utils.py``,
+``get_board_type``). Sources, and what is not confirmed: the package's README.
 """
 
 from __future__ import annotations
@@ -28,23 +38,24 @@ from accelkit.detect import (
     is_index,
     normalise_bus_id,
     pci_devices,
+    read_int,
     split_ids,
-    type_label,
 )
 
 VARIABLE = "TT_VISIBLE_DEVICES"
 SNAPSHOT = ("tt-smi", "-s", "--snapshot_no_tty")
 DEVICE_DIR = "/dev/tenstorrent"
 VENDOR = 0x1E52
-PCI_ARCHES = {0x401E: "Tenstorrent-Wormhole", 0xB140: "Tenstorrent-Blackhole"}
-BOARD_ARCHES = (  # tt-smi board types: n150, n300, galaxy: Wormhole; p100, p150, p300: Blackhole
-    (r"^n\d|wormhole|galaxy", "Tenstorrent-Wormhole"),
-    (r"^p\d|blackhole", "Tenstorrent-Blackhole"),
-)
-UNCONFIRMED = (
-    "not confirmed by Tenstorrent's documentation (read from tt-umd's source): how "
-    "TT_VISIBLE_DEVICES treats spaces around tokens (read here as ignored), and that tt-smi "
-    "gives remote chips no bus id; see accelkit-tenstorrent's README"
+WORMHOLE, BLACKHOLE = "Tenstorrent-Wormhole", "Tenstorrent-Blackhole"
+PCI_ARCHES = {0x401E: WORMHOLE, 0xB140: BLACKHOLE}
+BOARD_ARCHES = {  # every board tt-smi names (tt_smi/utils.py, get_board_type), by architecture
+    **dict.fromkeys(("n150", "n300", "nb_cb", "wh_4u", "tt-galaxy-wh"), WORMHOLE),
+    **dict.fromkeys(("bh-scrappy", "p100a", "p150a", "p150b", "p150c"), BLACKHOLE),
+    **dict.fromkeys(("p300a", "p300b", "p300c", "tt-galaxy-bh"), BLACKHOLE),
+}
+DIFFERENCES = (
+    "TT_VISIBLE_DEVICES is read as tt-umd 0.9.3 and later read it (integers: places in bus "
+    "order), except that a bus-id token naming several devices ends the list; see the README"
 )
 
 
@@ -72,26 +83,40 @@ class TenstorrentManager(AcceleratorManager):
 
     def matches(self, token: str, device: Device) -> bool:
         """A logical id names the device with that id; part of a bus id names the devices whose
-        bus id contains it."""
+        bus id contains it, compared as tt-umd compares (its bus ids are lower case, and so is
+        ``0000:c`` that names a Galaxy tray; ``0000:C`` names nothing)."""
         if is_bus_id(token):
-            return device.pci_bus_id is not None and token.lower() in device.pci_bus_id
+            return device.pci_bus_id is not None and token in device.pci_bus_id
         return token == device.id
 
     def detect(self, host: Host) -> list[Device]:
         """tt-smi's snapshot, else /dev/tenstorrent with the PCI functions of vendor 0x1e52."""
-        note(UNCONFIRMED)
+        note(DIFFERENCES)
         return detect_layers(host, ("command", from_tt_smi), ("devfs", from_devfs))
 
 
 def is_bus_id(token: str) -> bool:
-    """tt-umd's test for a bus-id token: it holds a colon and a dot."""
-    return ":" in token and "." in token
+    """tt-umd's test for a bus-id token (``is_bdf_string``): it holds a ``:`` or a ``.`` and
+    nothing but hex digits besides (``03:00``, ``0000:c``; ``0000:zz:00.0`` is no bus id)."""
+    return (":" in token or "." in token) and set(token) <= set("0123456789abcdefABCDEF.:")
+
+
+def board_arch(host: Host, board: str, bus: str) -> Optional[str]:
+    """The architecture of tt-smi's board name (its snapshot adds `` L``/`` R`` to Wormhole
+    boards: ``n300 L``); for a board it cannot name (``N/A``) or a newer one, the chip's PCI
+    device id; else None, never a label made of the name."""
+    name = board.split(" ")[0]
+    if name in BOARD_ARCHES:
+        return BOARD_ARCHES[name]
+    device_id = read_int(host, f"/sys/bus/pci/devices/{bus}/device", 16)
+    return None if device_id is None else PCI_ARCHES.get(device_id)
 
 
 def from_tt_smi(host: Host) -> Optional[list[Device]]:
     """The snapshot's chips with a bus id, numbered 0.. in bus order; chips without one are
-    remote, reached through a local chip."""
-    records = first_records(host, SNAPSHOT)
+    remote, reached through a local chip. Asked with ``TT_VISIBLE_DEVICES`` lifted, so it lists
+    every device and the ids stay the node's, whatever the variable says (accelkit applies it)."""
+    records = first_records(host, SNAPSHOT, env={VARIABLE: None})
     if records is None:
         return None
     local = []
@@ -106,7 +131,7 @@ def from_tt_smi(host: Host) -> Optional[list[Device]]:
     if len(local) < len(records):
         note(f"{len(records) - len(local)} chip(s) without a PCI bus id: remote, not devices")
     return [
-        Device(str(i), model=board, type_label=type_label(board, BOARD_ARCHES), pci_bus_id=bus)
+        Device(str(i), model=board, type_label=board_arch(host, board, bus), pci_bus_id=bus)
         for i, (bus, board) in enumerate(sorted(local))
     ]
 
