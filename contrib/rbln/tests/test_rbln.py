@@ -10,6 +10,7 @@ import accelkit_rbln
 import pytest
 from accelkit import FakeHost, load_snapshot
 from accelkit.node import record_snapshot
+from accelkit.scaling import ScalingConfig
 from accelkit.testing import AcceleratorManagerSuite
 from accelkit_rbln import RblnManager
 from accelkit_rbln.testing import SMI_ARGV, fake_rebel, make_host, smi_json, write_devices
@@ -107,3 +108,9 @@ def test_rbln_smi_records_without_a_device_are_no_answer(tmp_path: Path) -> None
     assert "rbln-smi lists a device without an index" in " ".join(
         d.message for d in node.diagnostics if d.level == "warning"
     )
+
+
+def test_collectives_use_torch_rbln_s_rbln_ccl_backend() -> None:
+    """torch-rbln registers ``rbln-ccl`` for torch.distributed (docs.rbln.ai, RBLN PyTorch): a
+    training plan on RBLN NPUs names it, not gloo."""
+    assert ScalingConfig(num_workers=2, accelerator="rbln").backend == "rbln-ccl"

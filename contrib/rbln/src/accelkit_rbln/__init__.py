@@ -3,7 +3,9 @@
 A process sees the NPUs listed in ``RBLN_DEVICES``, comma-separated device indices (``0,3``): the
 variable Ray's RBLN manager writes and vllm-rbln declares as its platform's device control
 variable. NPUs are granted whole, as Ray grants them. An index is the ``N`` of the NPU's device
-file ``/dev/rbln<N>``, which ``rbln-smi -j`` reports as the device ``rbln<N>``.
+file ``/dev/rbln<N>``, which ``rbln-smi -j`` reports as the device ``rbln<N>``. Frameworks name
+them ``rbln`` (torch-rbln's ``torch.rbln``), and collectives use torch-rbln's ``rbln-ccl``
+backend for ``torch.distributed``.
 
 Detection: the ``rebel`` library in a probe process (``rebel.device_count()`` and
 ``rebel.get_npu_name(i)``, with ``RBLN_DEVICES`` lifted so every NPU is counted), else the JSON
@@ -52,7 +54,8 @@ class RblnManager(AcceleratorManager):
     fractional = False
     api_version = 2
     scheduling = Scheduling(device_file="/dev/rbln{id}")
-    frameworks = Frameworks(device="rbln")  # torch-rbln registers torch.rbln: "rbln:0"
+    # torch-rbln registers torch.rbln ("rbln:0") and the c10d backend "rbln-ccl" (docs.rbln.ai)
+    frameworks = Frameworks(device="rbln", collective="rbln-ccl")
 
     def detect(self, host: Host) -> list[Device]:
         """The rebel library in a probe, else rbln-smi's JSON, else the /dev/rbln<N> files."""
