@@ -12,6 +12,7 @@ import pytest
 from accelkit import FakeHost, load_snapshot
 from accelkit.node import record_snapshot
 from accelkit.runtime import devices
+from accelkit.scaling import ScalingConfig
 from accelkit.testing import AcceleratorManagerSuite, fake_gpus, fake_pynvml
 from accelkit_metax import MetaxManager
 from accelkit_metax.testing import LIST_ARGV, fake_mxsml, make_host, mx_smi_list
@@ -123,3 +124,9 @@ def test_the_recorded_node_is_what_the_fakes_record(tmp_path: Path) -> None:
     assert json.loads((fresh / manifest).read_text()) == json.loads((NODE / manifest).read_text())
     files = sorted(p.relative_to(fresh).as_posix() for p in fresh.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(NODE).as_posix() for p in NODE.rglob("*") if p.is_file())
+
+
+def test_collectives_use_nccl_which_maca_serves_with_mccl() -> None:
+    """vLLM-metax declares ``dist_backend = "nccl"`` and maps NCCL's calls onto MCCL: a training
+    plan on MetaX GPUs names nccl, not gloo."""
+    assert ScalingConfig(num_workers=2, accelerator="metax").backend == "nccl"

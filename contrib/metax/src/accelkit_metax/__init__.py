@@ -6,7 +6,9 @@ The plugin declares that variable as its own, and accelkit's node detection trea
 *claimed* by MetaX on a node where MetaX GPUs are detected: the NVIDIA family makes no stand-in
 GPUs from it there, and a node where NVIDIA and MetaX GPUs are both detected is refused with an
 error naming both claims (one ``CUDA_VISIBLE_DEVICES=0`` would show a worker device 0 of each).
-GPUs take the ``GPU`` resource and may be shared by fractions, as on Ray.
+GPUs take the ``GPU`` resource and may be shared by fractions, as on Ray. Collectives use the
+``nccl`` backend, which MetaX's stack serves with MCCL (vLLM-metax: ``dist_backend = "nccl"``,
+its NCCL wrapper calling the ``mccl*`` functions).
 
 Detection: MetaX's ``pymxsml`` binding in a probe process (``mxsml_extension``:
 ``mxSmlExInit``, ``mxSmlExDeviceGetCount``, ``mxSmlExDeviceGetHandleByIndex``,
@@ -46,7 +48,8 @@ class MetaxManager(AcceleratorManager):
     resource_name = "GPU"
     visible_devices_env_var = VARIABLE  # claimed on nodes where MetaX GPUs are detected
     api_version = 2
-    frameworks = Frameworks(device="cuda")  # MetaX's PyTorch builds keep torch.cuda's names
+    # MetaX's PyTorch builds keep torch.cuda's names, and "nccl" runs on MetaX's MCCL (vLLM-metax)
+    frameworks = Frameworks(device="cuda", collective="nccl")
 
     def detect(self, host: Host) -> list[Device]:
         """MXSML (pymxsml) in a probe, else ``mx-smi -L``."""
