@@ -12,7 +12,7 @@ import pytest
 from accelkit import Device, FakeHost, Host
 from accelkit.detect import detect_layers, parse_csv, parse_json, pci_devices, read_int, run_command
 from accelkit.diagnostics import collecting
-from accelkit.host._base import MAX_READ_BYTES
+from accelkit.host._base import MAX_READ_BYTES, HostView
 from core_fakes import ReadsRecorded
 from hypothesis import given
 from hypothesis import strategies as st
@@ -78,6 +78,9 @@ def test_run_command_passes_env_to_the_host_only_when_given() -> None:
     assert run_command(host, ["tool"]) == "out"
     assert host.run_envs == [{"TT_VISIBLE_DEVICES": None}, {}]
     assert run_command(OldHost(commands={"tool": (0, "out")}), ["tool"]) == "out"
+    # wrapped (the ledger lifts variables through a HostView; a snapshot records through one)
+    wrapped = HostView(OldHost(commands={"tool": (0, "out")}), [])
+    assert run_command(wrapped, ["tool"]) == "out"
 
 
 def test_parsers_note_garbage() -> None:

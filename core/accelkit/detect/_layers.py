@@ -27,7 +27,7 @@ from accelkit.device import MAX_DEVICES, Device
 from accelkit.diagnostics import Level, note
 from accelkit.errors import ProbeError
 from accelkit.host import Host, ProbeEnv
-from accelkit.host._base import MAX_READ_BYTES, ProbeFunction
+from accelkit.host._base import MAX_READ_BYTES, ProbeFunction, run_on
 
 __all__ = [
     "Layer",
@@ -193,10 +193,7 @@ def run_command(
     """
     shown = " ".join(argv)
     try:
-        if env:
-            result = host.run(argv, timeout=timeout, env=env)
-        else:  # Host subclasses written before ``env`` existed keep working
-            result = host.run(argv, timeout=timeout)
+        result = run_on(host, argv, timeout, env)
     except FileNotFoundError:
         note(f"{argv[0]} is not installed")
         return None

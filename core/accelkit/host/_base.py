@@ -36,6 +36,7 @@ __all__ = [
     "ProbeFunction",
     "natural_key",
     "resolve_under",
+    "run_on",
 ]
 
 MAX_READ_BYTES = 1 << 20
@@ -341,7 +342,7 @@ class HostView(Host):
         timeout: Optional[float] = None,
         env: Optional[ProbeEnv] = None,
     ) -> CommandResult:
-        return self.inner.run(argv, timeout=timeout, env=env)
+        return run_on(self.inner, argv, timeout, env)
 
     def import_module(self, name: str) -> ModuleType:
         return self.inner.import_module(name)
@@ -357,3 +358,14 @@ class HostView(Host):
         env: Optional[ProbeEnv] = None,
     ) -> Any:
         return self.inner.probe(function, *args, timeout=timeout, env=env)
+
+
+def run_on(
+    host: Host, argv: Sequence[str], timeout: Optional[float], env: Optional[ProbeEnv]
+) -> CommandResult:
+    """``host.run(argv, ...)``, passing ``env`` only when it changes something: a Host subclass
+    written before ``run`` took ``env`` (a plugin's, a scheduler's) is still run, and wrapped,
+    as it was."""
+    if env:
+        return host.run(argv, timeout=timeout, env=env)
+    return host.run(argv, timeout=timeout)

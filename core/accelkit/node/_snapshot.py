@@ -34,7 +34,7 @@ from typing import Any, Optional, Union
 
 from accelkit._version import VERSION as ACCELKIT_VERSION
 from accelkit.host import CommandResult, FakeHost, Host, HostView, LocalHost, ProbeEnv
-from accelkit.host._base import MAX_READ_BYTES, ProbeFunction, resolve_under
+from accelkit.host._base import MAX_READ_BYTES, ProbeFunction, resolve_under, run_on
 from accelkit.host._replay import FORMAT, MANIFEST, ROOT, VERSION
 from accelkit.node._detect import run_detection
 from accelkit.node._operator import CONFIG_ENV_VARS
@@ -243,7 +243,7 @@ class RecordingHost(HostView):
     ) -> CommandResult:
         entry: dict[str, Any] = {"argv": list(argv)}
         try:
-            result = self.inner.run(argv, timeout=timeout, env=env)
+            result = run_on(self.inner, argv, timeout, env)
         except TimeoutError as exc:
             self._keep(entry, error="timeout", message=str(exc))
             raise
