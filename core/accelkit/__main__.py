@@ -3,4 +3,5 @@ with ``--system-site-packages`` over an install that has one, a zipapp, an embed
 
 from accelkit.cli import script
 
-script()
+if __name__ == "__main__":  # imported by a module walker or a doctest run, it does nothing
+    script()

@@ -244,8 +244,12 @@ def test_ls_says_when_third_party_plugins_were_not_loaded() -> None:
         "ACCELKIT_DISABLE_PLUGIN_AUTOLOAD is set: third-party plugins were not loaded."
     )
     assert "were not loaded" not in accelkit("ls", "--host", node).stdout
-    required = accelkit(
-        "ls", "--host", node, ACCELKIT_DISABLE_PLUGIN_AUTOLOAD="1", ACCELKIT_REQUIRE_PLUGINS="acme"
+    required = accelkit(  # a built-in named there is no third-party exception
+        "ls",
+        "--host",
+        node,
+        ACCELKIT_DISABLE_PLUGIN_AUTOLOAD="1",
+        ACCELKIT_REQUIRE_PLUGINS="nvidia,acme",
     )
     assert required.stdout.rstrip().endswith(
         "third-party plugins were not loaded, but for those ACCELKIT_REQUIRE_PLUGINS names (acme)."

@@ -78,9 +78,12 @@ def test_run_command_passes_env_to_the_host_only_when_given() -> None:
     assert run_command(host, ["tool"]) == "out"
     assert host.run_envs == [{"TT_VISIBLE_DEVICES": None}, {}]
     assert run_command(OldHost(commands={"tool": (0, "out")}), ["tool"]) == "out"
-    # wrapped (the ledger lifts variables through a HostView; a snapshot records through one)
+    # wrapped (the ledger lifts variables through a HostView; a snapshot records through one),
+    # and asked with env (tt-smi is, always): the old host runs it with this process's
     wrapped = HostView(OldHost(commands={"tool": (0, "out")}), [])
     assert run_command(wrapped, ["tool"]) == "out"
+    assert run_command(wrapped, ["tool"], env={"TT_VISIBLE_DEVICES": None}) == "out"
+    assert run_command(OldHost(commands={"tool": (0, "out")}), ["tool"], env={"X": "1"}) == "out"
 
 
 def test_parsers_note_garbage() -> None:

@@ -80,6 +80,15 @@ def test_ray_export_warns_where_rays_gpu_ids_are_not_the_nodes() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         to_ray(detect_node(load_snapshot(h100)))  # ids 0-7: nothing to say
+        # a shell's own variable narrows the node: a raylet started there inherits it
+        narrowed = load_snapshot(h100, env={"CUDA_VISIBLE_DEVICES": "2,3"})
+        assert to_ray(detect_node(narrowed))[0] == "--num-gpus=2"
+    narrowed_and_excluded = {
+        "CUDA_VISIBLE_DEVICES": "2,3,5",
+        "ACCELKIT_EXCLUDE_DEVICES": "nvidia:3",
+    }
+    with pytest.warns(UserWarning, match=r"CUDA_VISIBLE_DEVICES=2,5 ray start"):
+        to_ray(detect_node(load_snapshot(h100, env=narrowed_and_excluded)))
 
 
 def test_ray_refuses_what_ray_start_cannot_take() -> None:

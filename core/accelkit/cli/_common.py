@@ -66,7 +66,8 @@ def autoload_off_line() -> Optional[str]:
     if registry.autoload_enabled(os.environ):
         return None
     line = f"{registry.AUTOLOAD_OFF_VAR} is set: third-party plugins were not loaded"
-    required = names(os.environ, registry.REQUIRE_VAR)
+    builtin = {module.rpartition(".")[2] for module in registry.BUILTIN_PLUGINS}
+    required = [name for name in names(os.environ, registry.REQUIRE_VAR) if name not in builtin]
     if required:
         line += f", but for those {registry.REQUIRE_VAR} names ({', '.join(required)})"
     return line + "."

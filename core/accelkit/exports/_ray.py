@@ -69,18 +69,21 @@ def to_ray(node: Node) -> list[str]:
 
 
 def _warn_if_ray_numbers_other_gpus(node: Node) -> None:
-    """Ray hands out ``--num-gpus=N`` GPUs as ids 0 to N-1, written into its variable as they
-    are; where the node's GPUs are others (an operator's exclusion, a Prohibited GPU, MIG
-    instances), those ids name devices the node left out. The raylet started with the family's
-    variable listing the node's ids hands out those instead. (GPUs of two families on one node
-    are a limit of their own, which the Ray bridge warns about.)"""
+    """Ray hands out ``--num-gpus=N`` GPUs as the first N ordinals its environment shows (the
+    tokens of the family's variable where the raylet inherits it set, else 0 to N-1), written
+    into that variable as they are. Where the node's GPUs are not the first N ordinals (an
+    operator's exclusion, a Prohibited GPU, MIG instances), Ray's ids name devices the node left
+    out; the raylet started with the family's variable listing the node's ids hands out those
+    instead. A node a shell's own variable narrowed (ordinals 0 to N-1 of it) needs nothing: a
+    raylet started from that shell inherits it. (GPUs of two families on one node are a limit of
+    their own, which the Ray bridge warns about.)"""
     gpus = sorted(
         (d for d in node.devices if d.resource_name == "GPU"),
         key=lambda d: (d.index is None, d.index or 0),
     )
     families = list(dict.fromkeys(d.family for d in gpus))
     ids = [d.id for d in gpus]
-    if len(families) != 1 or ids == [str(n) for n in range(len(ids))]:
+    if len(families) != 1 or [d.index for d in gpus] == list(range(len(gpus))):
         return
     warnings.warn(
         f"Ray numbers --num-gpus={len(ids)} GPUs 0 to {len(ids) - 1}, but this node's "

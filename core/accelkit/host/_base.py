@@ -363,9 +363,17 @@ class HostView(Host):
 def run_on(
     host: Host, argv: Sequence[str], timeout: Optional[float], env: Optional[ProbeEnv]
 ) -> CommandResult:
-    """``host.run(argv, ...)``, passing ``env`` only when it changes something: a Host subclass
-    written before ``run`` took ``env`` (a plugin's, a scheduler's) is still run, and wrapped,
-    as it was."""
-    if env:
+    """``host.run(argv, ...)``, passing ``env`` only when it changes something and ``host`` takes
+    it: a Host subclass written before ``run`` took ``env`` (a plugin's, a scheduler's) is still
+    run, and wrapped, as it was, the command then seeing this process's environment."""
+    if env and _takes_env(host):
         return host.run(argv, timeout=timeout, env=env)
     return host.run(argv, timeout=timeout)
+
+
+def _takes_env(host: Host) -> bool:
+    """Whether ``host.run`` takes ``env`` (a parameter of that name, or ``**kwargs``)."""
+    import inspect
+
+    parameters = inspect.signature(host.run).parameters.values()
+    return any(p.name == "env" or p.kind is p.VAR_KEYWORD for p in parameters)

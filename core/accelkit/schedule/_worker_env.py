@@ -142,21 +142,18 @@ def families_to_write(
 
 
 def _hides(hide_others: Union[bool, Collection[str]], family: str) -> bool:
-    """Whether ``hide_others`` hides ``family`` (a family it names that the node lacks hides
-    nothing; a bare string is refused, as it would be read letter by letter)."""
-    if isinstance(hide_others, bool):
-        return hide_others
+    """Whether ``hide_others`` hides ``family``: a collection of family names hides those (one
+    the node lacks hides nothing), anything else by its truth, as before collections were
+    taken (``numpy.bool_``, ``None``); a bare string is refused, as it would be read letter by
+    letter."""
     if isinstance(hide_others, str):
         raise TypeError(
             f"hide_others takes True, False or a collection of family names, not the string "
             f"{hide_others!r}: write [{hide_others!r}]"
         )
-    if not isinstance(hide_others, Collection):
-        raise TypeError(
-            f"hide_others takes True, False or a collection of family names, not "
-            f"{hide_others!r} ({type(hide_others).__name__})"
-        )
-    return family in hide_others
+    if isinstance(hide_others, Collection):
+        return family in hide_others
+    return bool(hide_others)
 
 
 def family_variables(
