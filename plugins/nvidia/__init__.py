@@ -19,8 +19,8 @@ it), and whole, to one grant at a time, in ``Exclusive_Process`` (``Device.exclu
 one GPU cannot give NVML (memory on a GB10, PCI facts on a Jetson) is left empty with a note;
 the GPU stays (``nvml``). A GPU NVML counts but will not open for this process (a device cgroup
 denies its file) is left out with a warning, and the others are numbered as CUDA numbers them,
-without it (``opened``); one that has fallen off the bus is left out with a warning too, and
-keeps its place in the numbering, as it does in CUDA's.
+without it (``opened``); one that has fallen off the bus, or that NVML cannot open, is left out
+with a warning too, and keeps its place in the numbering, as it does in CUDA's.
 
 Detection: NVML (``pynvml``, no CUDA context), else ``nvidia-smi``'s CSV query, else
 ``/proc/driver/nvidia/gpus/<bus id>/information`` numbered by bus id, as NVML numbers them, else
@@ -50,7 +50,7 @@ from accelkit.detect import (
 
 from .cuda_visible import cuda_ids, names_uuid
 from .modes import offered, smi_modes
-from .nvml import field, nvml_facts, opened, optional_call, unanswered, unless_lost
+from .nvml import cuda_handles, field, nvml_facts, optional_call, unanswered, unless_lost
 from .proc import PROC_GPUS, device_minor, information, proc_minor
 from .tegra import from_tegra_files
 
@@ -136,12 +136,14 @@ def from_nvml(host: Host) -> Optional[list[Device]]:
     """Every GPU NVML counts and this process may open, its MIG instances in place of a
     MIG-enabled one, numbered as CUDA numbers them: in NVML's order (by PCI bus id, CUDA's with
     ``CUDA_DEVICE_ORDER=PCI_BUS_ID``), without the GPUs this process may not open; a GPU that
-    has fallen off the bus (a None handle) keeps its number and is left out (``opened``)."""
+    has fallen off the bus or that NVML cannot open (a None handle) keeps its number and is
+    left out (``opened``), unless no GPU opens at all: NVML is of no use then, and the next
+    layer answers."""
     with library_session(host, "pynvml", "nvmlInit", "nvmlShutdown", NVML_ABSENT) as nvml:
         if nvml is None:
             return None
         count = device_count(nvml.nvmlDeviceGetCount(), "NVML's device count")
-        handles = [handle for i in range(count) for handle in opened(nvml, i)]
+        handles = cuda_handles(nvml, count)
         return [
             device
             for index, handle in enumerate(handles)

@@ -4,8 +4,8 @@ A GPU answers ``NVMLError_NotSupported`` to a query it has no answer for (memory
 vGPU, MIG mode on a GPU without MIG, PCI facts, memory and compute mode on a Jetson's integrated
 GPU), and a library older than the call answers ``NVMLError_FunctionNotFound``. Either costs that
 field only: it is left empty with a note and the GPU is kept. Any other error still fails the
-layer, so the next one answers. A GPU NVML counts but will not open for this process, and one
-that has fallen off the bus, cost that GPU only (``opened``, ``unless_lost``).
+layer, so the next one answers. A GPU NVML counts but will not open for this process, one that
+has fallen off the bus and one NVML cannot open cost that GPU only (``opened``, ``unless_lost``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from accelkit.detect import decode
 
 __all__ = [
     "UNANSWERED",
+    "cuda_handles",
     "field",
     "nvml_facts",
     "opened",
@@ -74,7 +75,10 @@ def opened(nvml: Any, index: int) -> list[Optional[object]]:
     inaccessible", Xid 79, until a reboot) is still the driver's, and its device file still
     opens: CUDA counts it, and a process keeps off it by leaving its index out of
     ``CUDA_VISIBLE_DEVICES``. So it keeps its place in the numbering (``None``) and is left out:
-    a grant must never hand it out."""
+    a grant must never hand it out. A GPU whose handle NVML answers with ``NVML_ERROR_UNKNOWN``
+    is the same to a scheduler (nvidia-smi's "Unable to determine the device handle for GPU ...:
+    Unknown Error", the usual face of a broken GPU, whose neighbours CUDA still runs on as
+    before)."""
     try:
         handle: object = nvml.nvmlDeviceGetHandleByIndex(index)
     except nvml.NVMLError_NoPermission as error:
@@ -88,7 +92,25 @@ def opened(nvml: Any, index: int) -> list[Optional[object]]:
     except nvml.NVMLError_GpuIsLost as error:
         _lost(f"NVML's GPU {index}", error)
         return [None]
+    except nvml.NVMLError_Unknown as error:
+        note(
+            f"NVML's GPU {index} is left out: NVML cannot open it ({type(error).__name__}: "
+            f'{error}; nvidia-smi says "Unable to determine the device handle"); look for an '
+            "Xid in the kernel log. The GPUs after it keep their numbers",
+            "warning",
+        )
+        return [None]
     return [handle]
+
+
+def cuda_handles(nvml: Any, count: int) -> list[Optional[object]]:
+    """NVML's ``count`` GPUs as ``opened`` gives them, in CUDA's numbering; when not one of them
+    opens (every one lost or unknown), NVML itself is of no use here and the layer fails, so
+    that the next one answers."""
+    handles = [handle for index in range(count) for handle in opened(nvml, index)]
+    if handles and all(handle is None for handle in handles):
+        raise RuntimeError(f"NVML could open none of the {len(handles)} GPUs it counts")
+    return handles
 
 
 Read = TypeVar("Read")

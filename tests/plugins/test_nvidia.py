@@ -267,6 +267,30 @@ def test_a_gpu_fallen_off_the_bus_is_left_out_and_the_others_keep_their_numbers(
         assert "library layer failed" not in notes
 
 
+def test_a_gpu_nvml_cannot_open_is_left_out_unless_none_opens(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    # nvidia-smi's "Unable to determine the device handle for GPU ...: Unknown Error", the usual
+    # face of a broken GPU: NVML_ERROR_UNKNOWN failed the whole NVML layer, and the /proc files
+    # then offered that GPU to grants.
+    gpus = fake.fake_gpus(3)
+    gpus[0] = dataclasses.replace(gpus[0], broken=True)
+    for nvml in (emulated_pynvml(gpus), fake.fake_pynvml(gpus)):
+        devices, notes = run_detect(MANAGER, host_with(tmp_path, gpus, nvml=nvml, proc=True))
+        assert [(d.id, d.uuid, d.source) for d in devices] == [
+            (str(n), gpus[n].uuid, "library") for n in (1, 2)
+        ]
+        assert "warning: NVML's GPU 0 is left out: NVML cannot open it (NVMLError_Unknown" in notes
+    # every GPU so: NVML itself is of no use, and the next layer answers
+    broken = [dataclasses.replace(gpu, broken=True) for gpu in gpus]
+    nvml = emulated_pynvml(broken)
+    host = host_with(tmp_path, broken, nvml=nvml, smi=(0, nvidia_hosts.nvidia_smi_output(broken)))
+    devices, notes = run_detect(MANAGER, host)
+    assert [d.source for d in devices] == ["command"] * 3
+    assert "NVML could open none of the 3 GPUs it counts" in notes
+    assert nvml.calls["nvmlShutdown"] == 1
+
+
 def test_gpus_lost_while_read_are_left_out_without_failing_the_layer(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any]
 ) -> None:

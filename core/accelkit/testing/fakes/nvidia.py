@@ -77,7 +77,8 @@ class FakeGpu:
     Exclusive_Process). ``accessible`` False: NVML counts the GPU but refuses this process its
     handle (``NVMLError_NoPermission``), as for a GPU whose device file a cgroup denies. ``lost``
     True: the GPU has fallen off the bus (Xid 79); NVML counts it and answers its handle with
-    ``NVMLError_GpuIsLost``."""
+    ``NVMLError_GpuIsLost``. ``broken`` True: NVML answers its handle with ``NVMLError_Unknown``
+    (nvidia-smi: "Unable to determine the device handle for GPU ...: Unknown Error")."""
 
     uuid: str
     bus_id: str
@@ -91,6 +92,7 @@ class FakeGpu:
     compute_mode: int = 0
     accessible: bool = True
     lost: bool = False
+    broken: bool = False
 
     def __post_init__(self) -> None:
         """Refuse a GPU no driver shows: MIG instances with MIG off (``replace(gpu, migs=...)``
@@ -209,6 +211,8 @@ def fake_pynvml(
             raise errors["NoPermission"]()
         if gpus[index].lost:
             raise errors["GpuIsLost"]()
+        if gpus[index].broken:
+            raise errors["Unknown"]()
         return gpus[index], None
 
     def part(h: tuple[FakeGpu, Optional[FakeMig]]) -> Any:

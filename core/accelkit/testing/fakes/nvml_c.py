@@ -218,6 +218,8 @@ class EmulatedNvml:
             return self.code("NVML_ERROR_NO_PERMISSION")
         if self.gpus[index.value].lost:
             return self.code("NVML_ERROR_GPU_IS_LOST")
+        if self.gpus[index.value].broken:
+            return self.code("NVML_ERROR_UNKNOWN")
         set_handle(device, (index.value + 1) << 8)
         return self.code("NVML_SUCCESS")
 
