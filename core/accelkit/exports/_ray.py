@@ -85,11 +85,13 @@ def _warn_if_ray_numbers_other_gpus(node: Node) -> None:
     ids = [d.id for d in gpus]
     if len(families) != 1 or [d.index for d in gpus] == list(range(len(gpus))):
         return
+    policy = node.policies.get(families[0])
+    variable = policy.visible_devices_env_var if policy is not None else None
+    example = f" ({variable}={','.join(ids)} ray start ...)" if variable else ""
     warnings.warn(
         f"Ray numbers --num-gpus={len(ids)} GPUs 0 to {len(ids) - 1}, but this node's "
         f"{families[0]} GPUs are {','.join(ids)}: start the raylet with the family's visibility "
-        f"variable listing them (for NVIDIA, CUDA_VISIBLE_DEVICES={','.join(ids)} ray start "
-        "...), or Ray hands out GPUs this node leaves out",
+        f"variable listing them{example}, or Ray hands out GPUs this node leaves out",
         UserWarning,
         stacklevel=3,
     )
