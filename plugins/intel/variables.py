@@ -38,7 +38,16 @@ def visible_root_devices(
 ) -> Optional[list[str]]:
     """The root devices the mask and the selector leave visible: None for every one.
     ``root_devices`` is how many Level Zero counts (None: not counted); a selector that
-    discards from every device without it raises ``ValueError``, never read as "all"."""
+    discards from every device without it raises ``ValueError``, never read as "all". A card
+    the mask shows with some of its stacks only (COMPOSITE mode) keeps its place among the
+    mask's devices, which the selector counts, but is never among those left visible."""
+    shown = _selected(env, root_devices)
+    partial = partial_cards(env)
+    return shown if shown is None else [token for token in shown if token not in partial]
+
+
+def _selected(env: Mapping[str, str], root_devices: Optional[int]) -> Optional[list[str]]:
+    """The mask's devices that the selector accepts and does not discard (None: all)."""
     mask = affinity_mask(env)
     accepted, discarded = selector_terms(env.get("ONEAPI_DEVICE_SELECTOR"))
     if not discarded:
@@ -78,19 +87,41 @@ def affinity_mask(env: Mapping[str, str]) -> Optional[list[str]]:
     each once, whatever order and repeats the mask has, and skips an entry past its device count
     (compute-runtime's ``parseAffinityMask``), so ``3,2`` shows stack 2 first. An empty mask is
     no mask there."""
-    value = env.get("ZE_AFFINITY_MASK")
-    mask = None if value == "" else split_ids(value)
+    mask = _mask_entries(env)
     if mask is None:
         return None
-    stacks = [t for t in mask if re.match(MASK_ID, t) and "." in t]
-    if stacks and hierarchy(env) == "COMPOSITE":
+    stacks = [t for t in mask if "." in t]
+    composite = hierarchy(env) == "COMPOSITE"
+    if stacks and composite:
         note(
             f"ZE_AFFINITY_MASK names stacks ({', '.join(stacks)}): each shows its card with "
             "one stack, which is not offered (name whole cards, or use FLAT mode)",
             "warning",
         )
-    ordinals = {int(t) for t in mask if re.match(MASK_ID, t) and "." not in t}
+    shown = mask if composite else [t for t in mask if "." not in t]  # FLAT skips card.stack
+    ordinals = {int(t.partition(".")[0]) for t in shown}
     return [str(n) for n in sorted(ordinals)]
+
+
+def partial_cards(env: Mapping[str, str]) -> set[str]:
+    """The cards ``ZE_AFFINITY_MASK`` shows with some stacks only: in COMPOSITE mode, a card it
+    names by ``card.stack`` entries alone (``0.1``; ``0`` beside it shows the whole card)."""
+    mask = _mask_entries(env)
+    if mask is None or hierarchy(env) != "COMPOSITE":
+        return set()
+    whole = {t for t in mask if "." not in t}
+    return {t.partition(".")[0] for t in mask if "." in t} - whole
+
+
+def _mask_entries(env: Mapping[str, str]) -> Optional[list[str]]:
+    """The mask's well-formed entries (``N`` or ``N.M``) as written, ``N`` without leading zeros;
+    None when the mask is unset or empty."""
+    value = env.get("ZE_AFFINITY_MASK")
+    mask = None if value == "" else split_ids(value)
+    if mask is None:
+        return None
+    entries = [t for t in mask if re.match(MASK_ID, t)]
+    return [f"{int(card)}{dot}{stack}" for card, dot, stack in (t.partition(".") for t in entries)]
 
 
 def selector_terms(value: Optional[str]) -> tuple[Optional[list[str]], list[str]]:

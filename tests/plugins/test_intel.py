@@ -104,8 +104,26 @@ def test_hiding_every_device_writes_a_discard_filter_that_reads_back_as_nothing(
         ({"ZE_AFFINITY_MASK": "0.0,2", "ZE_FLAT_DEVICE_HIERARCHY": "COMBINED"}, ["2"]),
         ({"ZE_AFFINITY_MASK": "0.1,1", "ONEAPI_DEVICE_SELECTOR": "level_zero:0"}, ["1"]),
         ({"ZE_AFFINITY_MASK": "0.1"}, []),
-        # cards are root devices: card.stack shows its card with one stack, not offered
+        # cards are root devices: card.stack shows its card with one stack, not offered, in its
+        # place among the mask's cards, which the selector counts (level_zero:0 is card 0 there)
         ({"ZE_AFFINITY_MASK": "0.1,1", "ZE_FLAT_DEVICE_HIERARCHY": "COMPOSITE"}, ["1"]),
+        (
+            {
+                "ZE_AFFINITY_MASK": "0.0,1",
+                "ZE_FLAT_DEVICE_HIERARCHY": "COMPOSITE",
+                "ONEAPI_DEVICE_SELECTOR": "level_zero:0",
+            },
+            [],
+        ),
+        (
+            {
+                "ZE_AFFINITY_MASK": "0.0,1",
+                "ZE_FLAT_DEVICE_HIERARCHY": "COMPOSITE",
+                "ONEAPI_DEVICE_SELECTOR": "level_zero:1",
+            },
+            ["1"],
+        ),
+        ({"ZE_AFFINITY_MASK": "0,0.1", "ZE_FLAT_DEVICE_HIERARCHY": "COMPOSITE"}, ["0"]),
         # Level Zero compares the names as they are: anything else is its default, FLAT
         ({"ZE_AFFINITY_MASK": "0.1,1", "ZE_FLAT_DEVICE_HIERARCHY": "composite"}, ["1"]),
     ],
