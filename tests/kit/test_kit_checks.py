@@ -262,15 +262,27 @@ def test_a_quantity_rule_in_code_is_refused(tmp_path: Path) -> None:
     assert "declare fractional and scheduling.allowed_quantities instead" in failed["declarations"]
 
 
-def test_a_version_1_manager_is_told_where_each_attribute_moved(tmp_path: Path) -> None:
+def test_a_version_1_manager_passes_and_is_told_where_each_attribute_moved(
+    tmp_path: Path,
+) -> None:
+    # DESIGN: version-1 plugins keep working, with one deprecation note ("the kit says the
+    # same"): the check failed, so a vendor's CI went red on an accelkit upgrade.
     class Dated(WidgetManager):
         api_version = 1
         collective_backend = "acmeccl"
 
-    failed = failures(Dated(), tmp_path)
-    assert list(failed) == ["contract_version"]
-    assert "collective_backend -> frameworks.collective" in failed["contract_version"]
-    assert "declare api_version = 2" in failed["contract_version"]
+    assert failures(Dated(), tmp_path) == {}
+    noted = outcomes(Dated(), tmp_path, select=["contract_version"])["contract_version"]
+    assert (noted.status, noted.failing) == ("noted", False)
+    assert "collective_backend -> frameworks.collective" in noted.message
+    assert "declare api_version = 2" in noted.message
+    declared = outcomes(
+        Dated(),
+        tmp_path,
+        select=["contract_version"],
+        expected_failures={"contract_version": "version 1 until the next release"},
+    )["contract_version"]
+    assert declared.status == "xpassed" and "remove the declaration" in declared.message
 
 
 def test_a_partition_listed_with_its_parent_is_caught(tmp_path: Path) -> None:

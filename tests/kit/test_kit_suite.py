@@ -95,3 +95,32 @@ def test_the_suite_runs_in_catalogue_order(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_inprocess("--collect-only", "-q")
     collected = [line.rpartition("::")[2] for line in result.outlines if "::" in line]
     assert collected == [c.test_name for c in all_checks()]
+
+
+def test_a_version_1_plugin_passes_the_suite_with_its_deprecation_as_a_warning(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_dated="""
+        from accelkit import AcceleratorManager
+        from accelkit.testing import ContractTests
+
+
+        class DatedManager(AcceleratorManager):
+            name = "dated"
+            resource_name = "DATED"
+            visible_devices_env_var = "DATED_VISIBLE_DEVICES"
+            api_version = 1
+            collective_backend = "datedccl"
+
+            def detect(self, host):
+                return []
+
+
+        class TestDated(ContractTests):
+            manager = DatedManager()
+        """
+    )
+    result = pytester.runpytest_inprocess("-p", "no:randomly", "-k", "contract_version")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*PluginWarning: contract_version: *frameworks.collective*"])

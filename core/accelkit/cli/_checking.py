@@ -27,6 +27,7 @@ from accelkit.testing.fakes import BrokenHostBuilder, host_builder
 
 _MARKS = {
     "passed": "ok",
+    "noted": "note",
     "failed": "FAIL",
     "error": "ERROR",
     "skipped": "skip",

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
 from accelkit.testing._catalog import Check, all_checks, find_check
-from accelkit.testing._subject import Skipped, Subject
+from accelkit.testing._subject import Noted, Skipped, Subject
 
 __all__ = [
     "FAILING",
@@ -28,8 +28,9 @@ FAILING = ("failed", "error", "xpassed")
 
 @dataclass(frozen=True)
 class Outcome:
-    """One check's result: ``passed``, ``failed``, ``error`` (the check itself broke),
-    ``skipped``, ``xfailed`` (failed as declared) or ``xpassed`` (declared, but passed)."""
+    """One check's result: ``passed``, ``noted`` (passed, with a note for the plugin's author:
+    a deprecation), ``failed``, ``error`` (the check itself broke), ``skipped``, ``xfailed``
+    (failed as declared) or ``xpassed`` (declared, but passed)."""
 
     check: str
     topic: str
@@ -65,10 +66,13 @@ def normalize_expected_failures(declared: Optional[Mapping[str, str]]) -> dict[s
 
 def run_check(check: Check, subject: Subject, expected: Optional[str] = None) -> Outcome:
     """Run one check; ``expected`` is the declared reason when it is expected to fail."""
+    note = ""
     try:
         check.function(subject)
     except Skipped as exc:
         return Outcome(check.name, check.topic, "skipped", str(exc))
+    except Noted as exc:
+        note = str(exc)
     except AssertionError as exc:
         message = str(exc) or "assertion failed"
         if expected is not None:
@@ -87,7 +91,7 @@ def run_check(check: Check, subject: Subject, expected: Optional[str] = None) ->
             "xpassed",
             f"declared as an expected failure ({expected}) but passed: remove the declaration",
         )
-    return Outcome(check.name, check.topic, "passed")
+    return Outcome(check.name, check.topic, "noted" if note else "passed", note)
 
 
 def run_checks(

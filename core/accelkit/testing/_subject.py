@@ -24,7 +24,7 @@ from accelkit.host import _deadlines as deadlines
 from accelkit.manager import AcceleratorManager
 from accelkit.testing._audit import Audit, Forbidden, ForbiddenImport, watching
 
-__all__ = ["DEFAULT_COUNTS", "THROUGH_HOST", "HostFactory", "Skipped", "Subject"]
+__all__ = ["DEFAULT_COUNTS", "THROUGH_HOST", "HostFactory", "Noted", "Skipped", "Subject"]
 
 HostFactory = Callable[[int, Path], Host]
 """The backdoor: ``make_host(count, root)`` builds a host on which the manager detects exactly
@@ -44,6 +44,11 @@ DEFAULT_COUNTS = (0, 1, 2, 4)
 
 class Skipped(Exception):
     """A check that cannot run for this subject; the message says what would let it run."""
+
+
+class Noted(Exception):
+    """A check that passes with a note for the plugin's author: the plugin works, but says
+    something a later accelkit will not read (a version-1 declaration), and where it moved."""
 
 
 @dataclass

@@ -20,6 +20,7 @@ test a thin wrapper around one check function. Expected failures are declared wi
 from __future__ import annotations
 
 import functools
+import warnings
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional
 
@@ -31,11 +32,12 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "checks without pytest: accelkit check FAMILY)"
     ) from exc
 
+from accelkit.errors import PluginWarning
 from accelkit.host import Host
 from accelkit.manager import AcceleratorManager
 from accelkit.testing._catalog import Check, all_checks, checks_of
 from accelkit.testing._runner import normalize_expected_failures
-from accelkit.testing._subject import Skipped, Subject
+from accelkit.testing._subject import Noted, Skipped, Subject
 from accelkit.testing.fakes import BrokenHostBuilder, host_builder
 
 __all__ = [
@@ -139,7 +141,8 @@ def _test_for(check: Check) -> Callable[[Any, Subject], None]:
 
 
 def _failure_of(check: Check, subject: Subject) -> Optional[str]:
-    """Run ``check``: None when it passes, its message when it fails; skips are pytest skips.
+    """Run ``check``: None when it passes, its message when it fails; skips are pytest skips,
+    and a note (a deprecation) is a :class:`~accelkit.PluginWarning` of a passing test.
 
     Other exceptions (a bug in the plugin or the kit) propagate with their traceback.
     """
@@ -147,6 +150,8 @@ def _failure_of(check: Check, subject: Subject) -> Optional[str]:
         check.function(subject)
     except Skipped as exc:
         pytest.skip(str(exc))
+    except Noted as exc:
+        warnings.warn(f"{check.name}: {exc}", PluginWarning, stacklevel=2)
     except AssertionError as exc:
         return str(exc)
     return None
