@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,44 @@ def test_each_call_sees_its_grant_from_before_its_module_is_imported(ledger: Led
     assert shared[0][0] != shared[1][0]
     # A call that asks for no device sees none.
     assert nothing[1:] == ("", "")
+    assert ledger.grants() == []
+
+
+def test_map_runs_each_call_on_the_resources_it_names(ledger: Ledger) -> None:
+    """``Executor.map`` could name no device, so its calls ran with every device hidden: the
+    pool's ``map`` takes ``resources`` and ``max_calls`` as ``submit`` does, and gives the
+    results in the order of the arguments."""
+    with pool_of(ledger) as pool:
+        whole = list(pool.map(targets.tagged, range(3), resources={"GPU": 1}))
+        halves = list(pool.map(targets.tagged, range(4), resources={"GPU": 0.5}, max_calls=0))
+        nothing = list(pool.map(targets.tagged, range(2)))
+        sums = list(pool.map(targets.add, [1, 2, 3], [10, 20]))  # as zip, the shortest
+        with pytest.raises(Unsatisfiable):
+            pool.map(targets.tagged, range(2), resources={"GPU": 9})  # submit's refusal, at once
+    assert [tag for tag, _ in whole] == [0, 1, 2]
+    assert all(seen is not None and len(seen.split(",")) == 1 for _, seen in whole)
+    assert [tag for tag, _ in halves] == [0, 1, 2, 3]
+    shares: dict[str | None, int] = {}
+    for _, seen in halves:
+        shares[seen] = shares.get(seen, 0) + 1
+    assert all(count <= 2 for count in shares.values())  # two halves at most per GPU
+    assert nothing == [(0, ""), (1, "")]
+    assert sums == [11, 22]
+    assert ledger.grants() == []
+
+
+def test_map_waits_until_its_timeout_then_cancels_what_has_not_started(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    started = [tmp_path / f"started{n}" for n in range(3)]
+    with pool_of(ledger, max_workers=1) as pool:
+        results = pool.map(targets.hold, [str(gate)] * 3, map(str, started), timeout=0.3)
+        wait_for(started[0])  # the first call runs (and holds the one worker) on the gate
+        with pytest.raises(FutureTimeout):
+            next(results)
+        gate.touch()  # lets the call that started finish; the two others were cancelled
+    assert [path.exists() for path in started] == [True, False, False]
     assert ledger.grants() == []
 
 
@@ -222,3 +261,38 @@ def test_functions_of_the_main_script_run_in_workers(tmp_path: Path, h100: Node)
     result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == [5, "0"]
+
+
+NESTED_SCRIPT = """
+import json, os, sys
+from accelkit import Node
+from accelkit.ledger._ledger import Ledger
+from accelkit.pool._pool import AcceleratorPool
+
+def leaf():
+    return os.environ["CUDA_VISIBLE_DEVICES"]
+
+def outer(node):
+    with AcceleratorPool(node) as pool:  # the grant's ledger, as its steps take from there
+        return os.environ["CUDA_VISIBLE_DEVICES"], pool.submit(leaf, resources={"GPU": 1}).result()
+
+if __name__ == "__main__":
+    node = Node.from_dict(json.loads(sys.argv[2]))
+    with AcceleratorPool(node, ledger=Ledger(sys.argv[1], node)) as pool:
+        print(json.dumps(pool.submit(outer, node, resources={"GPU": 2}).result()))
+"""
+
+
+def test_a_pool_in_a_worker_runs_functions_of_the_main_script(tmp_path: Path, h100: Node) -> None:
+    """In a worker the script is imported as ``__mp_main__``, so what the inner pool sends refers
+    there by that name: its worker imports the script too (it found ``__mp_main__`` to be the
+    worker's own module, and no ``leaf`` in it), and the step takes the first of the outer
+    grant's GPUs."""
+    import json
+
+    script = tmp_path / "job.py"
+    script.write_text(NESTED_SCRIPT)
+    argv = [sys.executable, str(script), str(tmp_path / "ledger.json"), json.dumps(h100.to_dict())]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == ["0,1", "0"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -86,6 +87,30 @@ def test_a_worker_takes_steps_of_its_own_grant(ledger: Ledger, node_files: dict[
         with pytest.raises(Unsatisfiable, match=r"can never fit in grant \d+ \(nothing\)"):
             nothing.result()  # a call without devices runs on a grant of none
     assert seen == "0,1" and step == {"GPU": ["0"]}
+
+
+def test_a_call_that_never_fits_the_grant_a_worker_runs_on_is_refused_at_submit(
+    ledger: Ledger, node_files: dict[str, Path]
+) -> None:
+    """Inside a worker holding 2 GPUs a pool's call of 4 (or of 1 inside half a GPU) could never
+    run: ``submit`` says so at once, as it does for a call the node could never serve, rather
+    than through the call's future; one that fits runs on the grant's first GPU."""
+    node_file = str(node_files["nvidia-h100-8gpu"])
+    with AcceleratorPool(ledger.node, ledger=ledger) as pool:
+        two = pool.submit(targets.submit_inner, node_file, 4, resources={"GPU": 2})
+        half = pool.submit(targets.submit_inner, node_file, 1, resources={"GPU": 0.5})
+        fits = pool.submit(targets.submit_inner, node_file, 1, resources={"GPU": 2})
+        assert re.fullmatch(
+            r"refused at submit: Unsatisfiable: GPU=4 can never fit in grant \d+ \(GPU \d,\d\), "
+            r"which this process runs on",
+            two.result(),
+        ), two.result()
+        assert re.fullmatch(
+            r"refused at submit: Unsatisfiable: GPU=1 can never fit in grant \d+ "
+            r"\(GPU \d \(0\.5\)\), which this process runs on",
+            half.result(),
+        ), half.result()
+        assert re.fullmatch(r"ran: \d", fits.result())
 
 
 SESSION = """

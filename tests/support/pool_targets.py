@@ -15,6 +15,11 @@ def visible() -> tuple[int, str | None, str | None]:
     return os.getpid(), SEEN_AT_IMPORT, os.environ.get("CUDA_VISIBLE_DEVICES")
 
 
+def tagged(tag: int) -> tuple[int, str | None]:
+    """``tag`` and the devices the call sees."""
+    return tag, os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
 def pid() -> int:
     return os.getpid()
 
@@ -59,6 +64,23 @@ def take_step(node_file: str) -> tuple[str, dict[str, list[str]] | None]:
     ledger = Ledger(None, Node.from_dict(json.loads(Path(node_file).read_text())))
     step = ledger.acquire({"GPU": 1})
     return os.environ["CUDA_VISIBLE_DEVICES"], None if step is None else step.ids
+
+
+def submit_inner(node_file: str, gpus: float) -> str:
+    """How a pool in the worker answers a call of ``gpus`` GPUs: "refused at submit: ..." when
+    ``submit`` raises, else the call's own outcome."""
+    import json
+
+    from accelkit import Node
+    from accelkit.pool import AcceleratorPool
+
+    node = Node.from_dict(json.loads(Path(node_file).read_text()))
+    with AcceleratorPool(node) as pool:
+        try:
+            future = pool.submit(visible, resources={"GPU": gpus})
+        except Exception as error:
+            return f"refused at submit: {type(error).__name__}: {error}"
+        return f"ran: {future.result()[2]}"
 
 
 class TwoPartError(Exception):

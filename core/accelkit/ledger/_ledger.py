@@ -45,7 +45,14 @@ from accelkit.ledger._identity import (
     mismatch,
 )
 from accelkit.ledger._location import GRANT_VAR, absolute, default_location
-from accelkit.ledger._scope import Scope, acquire_in, describe, step_scope, visible_scope
+from accelkit.ledger._scope import (
+    Scope,
+    acquire_in,
+    describe,
+    never_fitting,
+    step_scope,
+    visible_scope,
+)
 from accelkit.ledger._upkeep import drop, lineage, reclaim
 from accelkit.schedule._allocator import Allocator
 from accelkit.schedule._grant import Grant
@@ -213,6 +220,22 @@ class Ledger:
         return [holding.grant for holding in self.view().holdings]
 
     # -- for accelkit's own faces (run, ps, env, the pool) -----------------------------------
+    def refuse_never_fitting(
+        self, request: Mapping[str, object], *, accelerator_type: Optional[str] = None
+    ) -> None:
+        """Raise :class:`~accelkit.Unsatisfiable` now for a request that could never fit where
+        this process takes from, the grant it runs on or the devices it sees, as ``acquire``
+        would once asked: a pool refuses such a call at ``submit``, not through its future.
+        Whether the node itself could ever serve it is the caller's check (it needs no file)."""
+        node = self.node  # finding the node finds what this process sees, too
+        if self._enclosing is None and self._restriction is None:
+            return
+        with self._threads, self._file.locked() as state:
+            scope = self._scope(state, node)
+        if scope is not None:
+            wants = describe(request, accelerator_type)
+            never_fitting(scope, node, self._registry, request, accelerator_type, wants)
+
     def env(
         self,
         grant: Grant,

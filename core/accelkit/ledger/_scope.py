@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from accelkit.node._record import Node
     from accelkit.registry import Registry
 
-__all__ = ["Scope", "acquire_in", "describe", "step_scope", "visible_scope"]
+__all__ = ["Scope", "acquire_in", "describe", "never_fitting", "step_scope", "visible_scope"]
 
 
 class Scope(NamedTuple):
@@ -89,12 +89,25 @@ def acquire_in(
     """A grant of ``request`` from ``scope``, beside the grants ``used`` there; None when it
     does not fit now. Raises as the allocator does, and :class:`~accelkit.Unsatisfiable` for a
     request the idle scope could never serve."""
-    idle = _allocator(scope, node, registry, ())
-    if idle.acquire(request, accelerator_type=accelerator_type) is None:
-        raise Unsatisfiable(f"{wants} can never fit in {scope.what}")
+    never_fitting(scope, node, registry, request, accelerator_type, wants)
     return _allocator(scope, node, registry, used).acquire(
         request, accelerator_type=accelerator_type
     )
+
+
+def never_fitting(
+    scope: Scope,
+    node: Node,
+    registry: Optional[Registry],
+    request: Mapping[str, object],
+    accelerator_type: Optional[str],
+    wants: str,
+) -> None:
+    """Raise :class:`~accelkit.Unsatisfiable` for a request the idle scope could never serve
+    (``wants`` says it as people write it), and as the allocator does for a malformed one."""
+    idle = _allocator(scope, node, registry, ())
+    if idle.acquire(request, accelerator_type=accelerator_type) is None:
+        raise Unsatisfiable(f"{wants} can never fit in {scope.what}")
 
 
 def describe(request: Mapping[str, object], accelerator_type: Optional[str]) -> str:

@@ -13,6 +13,11 @@ from accelkit.pool._process import main_module
 
 __all__ = ["pickled_call"]
 
+MAIN_NAMES = ("__main__", "__mp_main__")
+"""The names the caller's main module goes by: ``__main__`` where it runs as the program, and
+``__mp_main__`` in a pool worker (or a ``multiprocessing`` child), which imports it under that
+name; what a pool inside a worker sends from there refers to it by the second."""
+
 
 def pickled_call(
     fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], name: str
@@ -31,8 +36,8 @@ def pickled_call(
         payload = pickle.dumps((fn, args, kwargs))
     except (pickle.PicklingError, AttributeError) as error:  # a lambda, a nested function
         return _by_value((fn, args, kwargs), name, error), None
-    if getattr(fn, "__module__", None) != "__main__":  # else it refers to __main__ for sure
-        if b"__main__" not in payload:  # the common case, at no cost: nothing can refer to it
+    if getattr(fn, "__module__", None) not in MAIN_NAMES:  # else it refers to main for sure
+        if not _may_name_main(payload):  # the common case, at no cost: nothing can refer to it
             return payload, None
         del payload  # not kept alive while the call is pickled again (both could be large)
         payload, refers = _pickled_noting_main((fn, args, kwargs))
@@ -68,6 +73,11 @@ def _by_value(call: tuple[Any, ...], name: str, error: Exception) -> bytes:
     return payload
 
 
+def _may_name_main(payload: bytes) -> bool:
+    """Whether the pickled bytes may refer to the main module: they hold one of its names."""
+    return any(name.encode() in payload for name in MAIN_NAMES)
+
+
 def _unimportable_main() -> str:
     """What the caller's ``__main__`` is, when no worker can import it."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
@@ -99,6 +109,6 @@ class _MainNotingPickler(pickle.Pickler):
         """Note ``obj``'s module; pickle it as usual (``NotImplemented``)."""
         named = isinstance(obj, (type, types.FunctionType))
         module = getattr(obj, "__module__", None) if named else type(obj).__module__
-        if module == "__main__":
+        if module in MAIN_NAMES:
             self.refers_to_main = True
         return NotImplemented

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import warnings
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import BrokenExecutor, Executor, Future
 from concurrent.futures import wait as wait_for_futures
 from dataclasses import dataclass
@@ -123,13 +124,15 @@ class AcceleratorPool(Executor):
         defined in a session without a script (a REPL, a notebook) is sent by value with
         ``cloudpickle`` when it is installed.
 
-        Raises at once: :class:`~accelkit.Unsatisfiable` for a request this node can never
-        serve, :class:`~accelkit.InvalidRequest` for a malformed one, ``ValueError`` for a bad
+        Raises at once: :class:`~accelkit.Unsatisfiable` for a request this node (or the grant
+        this process runs on, or the devices it sees) can never serve,
+        :class:`~accelkit.InvalidRequest` for a malformed one, ``ValueError`` for a bad
         ``max_calls``, pickling errors for a call that cannot be sent to a process, and
         ``RuntimeError`` after :meth:`shutdown`.
         """
         request = dict(resources or {})
         validate_request(request, self._node, registry=self._registry)
+        self._ledger.refuse_never_fitting(request)
         if max_calls is None:
             max_calls = 1 if self._device_resources.intersection(request) else 0
         if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 0:
@@ -152,6 +155,29 @@ class AcceleratorPool(Executor):
             self._pending.append(call)
             self._condition.notify_all()
         return future
+
+    def map(
+        self,
+        fn: Callable[..., T],
+        *iterables: Iterable[Any],
+        timeout: Optional[float] = None,
+        chunksize: int = 1,
+        resources: Optional[Mapping[str, object]] = None,
+        max_calls: Optional[int] = None,
+    ) -> Iterator[T]:
+        """``fn`` over the arguments, each call on a worker holding ``resources`` and with
+        ``max_calls`` as in :meth:`submit`: ``Executor.map``, whose calls could name no
+        device and so ran with every device hidden. Every call is submitted before this
+        returns (what ``submit`` refuses, ``map`` raises); results come in order, each waited
+        for until ``timeout`` seconds after the call (``TimeoutError``), and the calls not yet
+        returned are cancelled when the iterator is closed or fails. ``chunksize`` is taken and
+        not used, as in ``ThreadPoolExecutor``: each call is a process's call already."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        futures = deque(
+            self.submit(fn, *args, resources=resources, max_calls=max_calls)
+            for args in zip(*iterables)
+        )
+        return _results_in_order(futures, deadline)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """No more calls; with ``cancel_futures`` drop those not started; with ``wait`` return
@@ -421,6 +447,21 @@ class AcceleratorPool(Executor):
             )
         with self._condition:
             self._condition.notify_all()
+
+
+def _results_in_order(futures: deque[Future[T]], deadline: Optional[float]) -> Iterator[T]:
+    """Each future's result in turn, waiting until ``deadline`` at most; the futures not yet
+    returned are cancelled when a result raises (a ``TimeoutError`` included) or the caller
+    stops early (the generator closed)."""
+    try:
+        while futures:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            result = futures[0].result(left)
+            futures.popleft()
+            yield result
+    finally:
+        for future in futures:
+            future.cancel()
 
 
 def _broken_pool(cause: BaseException) -> BrokenExecutor:
