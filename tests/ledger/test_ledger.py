@@ -133,6 +133,45 @@ def test_a_reused_pid_does_not_keep_a_dead_grant(ledger_path: Path, h100: Node) 
     assert ledger.acquire({"GPU": 8}) is not None
 
 
+MAIN_THREAD_ENDS = """
+import ctypes, sys, threading, time
+threading.Thread(target=sys.stdin.read).start()  # works on until the test closes its stdin
+print("started", flush=True)
+ctypes.CDLL(None).pthread_exit(None)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
+def test_a_holder_whose_main_thread_ended_while_others_run_is_alive(
+    ledger_path: Path, h100: Node
+) -> None:
+    """``/proc/<pid>/stat`` shows a process's first thread: once a program's main thread ends
+    with ``pthread_exit`` it reads as a zombie while the program's other threads run on (and
+    use its devices). Its grant stays until the last thread ends, and no longer."""
+    argv = [sys.executable, "-c", MAIN_THREAD_ENDS]
+    program = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert program.stdout is not None and program.stdout.readline() == "started\n"
+    ledger = Ledger(ledger_path, h100)
+    grant = ledger.acquire({"GPU": 8})
+    assert grant is not None
+    holder = Holder.of(program.pid)
+    assert holder is not None
+    ledger.transfer(grant, holder)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{program.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        assert time.monotonic() < deadline, "the main thread never ended"
+        time.sleep(0.01)
+    assert ledger.grants() == [grant] and holder.alive()
+    assert ledger.acquire({"GPU": 1}) is None  # its devices are still in use
+    assert program.stdin is not None
+    program.stdin.close()  # the last thread ends: the process is a zombie until reaped
+    while len(os.listdir(f"/proc/{program.pid}/task")) > 1:
+        assert time.monotonic() < deadline, "the last thread never ended"
+        time.sleep(0.01)
+    assert not holder.alive() and ledger.grants() == []
+    program.wait(timeout=30)
+
+
 LOCK_AND_DIE = """
 import fcntl, os, sys
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
@@ -156,6 +195,42 @@ def test_a_writer_killed_mid_change_blocks_nothing_and_corrupts_nothing(
     writer.wait(timeout=30)
     assert ledger.grants() == [grant]  # the kernel dropped its lock; the ledger is whole
     assert ledger.acquire({"GPU": 1}) is not None
+
+
+WRITE_UNDER_A_LIMIT = """
+import json, resource, sys
+from accelkit import LedgerError, Node
+from accelkit.ledger._ledger import Ledger
+path, node = sys.argv[1], Node.from_dict(json.loads(sys.argv[2]))
+ledger = Ledger(path, node)
+ledger.acquire({"GPU": 1})
+size = len(open(path, "rb").read())
+resource.setrlimit(resource.RLIMIT_FSIZE, (size + 50, resource.RLIM_INFINITY))
+try:
+    ledger.acquire({"GPU": 1})
+except LedgerError as error:
+    print(error)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_change_the_file_system_cannot_hold_leaves_the_ledger_as_it_was(
+    ledger_path: Path, h100: Node
+) -> None:
+    """A write may take part of the new state (a file system nearly full, a quota, a file-size
+    limit): the ledger must not be replaced by that part, which no process could read (every
+    later decision on the node would fail until the file was removed, its grants with it).
+    The change fails, saying why, and the ledger keeps the state before it."""
+    argv = [sys.executable, "-c", WRITE_UNDER_A_LIMIT, str(ledger_path), json.dumps(h100.to_dict())]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "(File too large): the change was not made" in result.stdout
+    state = json.loads(ledger_path.read_text())  # whole, with the first grant alone
+    held = [[d["device"]["id"] for d in g["grant"]["devices"]] for g in state["grants"]]
+    assert held == [["0"]]
+    assert sorted(p.name for p in ledger_path.parent.iterdir()) == sorted(
+        [ledger_path.name, ledger_path.name + ".lock"]
+    )
 
 
 def test_a_reboot_reclaims_everything(ledger_path: Path, h100: Node) -> None:

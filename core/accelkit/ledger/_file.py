@@ -31,6 +31,7 @@ reset silently, since a reset would hand out devices that running processes hold
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -331,16 +332,26 @@ class LedgerFile:
             )
             try:
                 os.fchmod(fd, self._mode)  # whatever this process's umask says
-                os.write(fd, text)
+                _write_all(fd, text)
+                os.fsync(fd)  # on disk before it replaces the ledger, which a crash would empty
             finally:
                 os.close(fd)
             os.replace(self._temp_path, self.path)
         except OSError as error:
+            with suppress(OSError):
+                os.unlink(self._temp_path)  # part of a state: the ledger keeps the one before
             raise self._unwritable(error) from None
 
     # -- errors for people -------------------------------------------------------------------
     def _unwritable(self, error: OSError) -> LedgerError:
         directory = self.directory
+        if error.errno in _FULL:
+            return LedgerError(
+                f"cannot write the ledger {self.path} ({error.strerror}): the change was not "
+                f"made, and the ledger keeps its state before it. Make room on the file system "
+                f"of {directory} (or raise the limit), or give a ledger elsewhere (--ledger PATH, "
+                f"path=..., or {LEDGER_VAR})"
+            )
         return LedgerError(
             f"cannot write the ledger {self.path} ({error.strerror}): every process that shares "
             f"it needs read and write permission on {directory}, where the ledger is replaced "
@@ -424,3 +435,15 @@ def _time(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not isfinite(value):
         raise ValueError(f"a time is {value!r:.80}, not a finite number")
     return float(value)
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+"""Write errors of a full file system, a quota or a file-size limit: no matter of permissions."""
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data``: a write may take only part of it (a file system nearly
+    full), and the rest then fails with the reason, which the caller reports."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

@@ -20,7 +20,8 @@ _START_FIELD = 22
 _PID_LIMIT = 2**31
 """Above every pid a kernel gives (``pid_t`` is a C int; ``os.kill`` refuses more)."""
 _GONE_STATES = ("Z", "X")
-"""A zombie (exited, not yet reaped) or dead task holds nothing any more."""
+"""A zombie (exited, not yet reaped) or dead process holds nothing any more. The state in
+``/proc/<pid>/stat`` is its first thread's: see :func:`_gone`."""
 
 
 class Holder(NamedTuple):
@@ -46,7 +47,7 @@ class Holder(NamedTuple):
         """The running process ``pid``, or None when there is none."""
         stat = _stat(pid)
         if stat is not None:
-            return None if _state_of(stat) in _GONE_STATES else cls(pid, _start_of(stat))
+            return None if _gone(pid, stat) else cls(pid, _start_of(stat))
         return cls(pid, 0) if _exists(pid) else None
 
     def alive(self) -> bool:
@@ -56,7 +57,7 @@ class Holder(NamedTuple):
             # No /proc entry: either no such process, or /proc hides other users' processes
             # (hidepid); the kernel still tells those apart.
             return _exists(self.pid)
-        if _state_of(stat) in _GONE_STATES:
+        if _gone(self.pid, stat):
             return False
         return self.start == 0 or _start_of(stat) == self.start
 
@@ -118,8 +119,16 @@ def _stat(pid: int) -> Optional[str]:
     return raw[raw.rfind(b")") + 2 :].decode(errors="replace")
 
 
-def _state_of(stat: str) -> str:
-    return stat[:1]
+def _gone(pid: int, stat: str) -> bool:
+    """Whether the process has ended. Its ``stat`` shows its first thread: a program whose main
+    thread ended with ``pthread_exit`` while its other threads still run (and use the devices)
+    reads as a zombie there, so it has ended only once no other thread is left."""
+    if stat[:1] not in _GONE_STATES:
+        return False
+    try:
+        return len(os.listdir(f"{_PROC}/{pid}/task")) <= 1
+    except OSError:
+        return True
 
 
 def _start_of(stat: str) -> int:
