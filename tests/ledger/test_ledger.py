@@ -30,7 +30,7 @@ def test_acquire_release_and_grants(ledger_path: Path, h100: Node) -> None:
     with pytest.raises(InvalidRequest, match="released already"):
         ledger.release(first)
     data = json.loads(ledger_path.read_text())
-    assert data["version"] == 3
+    assert data["version"] == 4
     assert data["grants"][0]["holder"] == Holder.current().to_dict()
     assert data["grants"][0]["user"] == os.getuid() and data["grants"][0]["parent"] is None
 
@@ -242,6 +242,47 @@ def test_a_reboot_reclaims_everything(ledger_path: Path, h100: Node) -> None:
     assert ledger.grants() == []
 
 
+def test_a_ledger_another_machine_holds_grants_in_is_refused_not_wiped(
+    ledger_path: Path, h100: Node
+) -> None:
+    """A ledger on a network file system, shared by two machines: each saw the other's records
+    under another boot id, took them for a reboot's, and dropped them, so both handed out the
+    same devices. Records under another boot id *and* another host name are another machine's
+    live grants: refused, saying what to do, and left in the file; ``holding`` (what
+    ``accelkit env`` warns about) finds none of this node's devices in them."""
+    ledger = Ledger(ledger_path, h100)
+    assert ledger.acquire({"GPU": 8}) is not None
+    data = json.loads(ledger_path.read_text())
+    assert data["version"] == 4 and data["host"] == os.uname().nodename
+    data["boot"], data["host"] = "another-boot", "gpu-node-17"
+    ledger_path.write_text(json.dumps(data))
+    other = Ledger(ledger_path, h100)
+    for attempt in (lambda: other.acquire({"GPU": 1}), other.grants, other.view):
+        with pytest.raises(LedgerError, match="holds grants of another machine, gpu-node-17"):
+            attempt()
+    assert other.holding(h100.devices) == []
+    assert json.loads(ledger_path.read_text()) == data  # nothing dropped
+    data["grants"], data["queue"] = [], []  # the other machine's work has ended
+    ledger_path.write_text(json.dumps(data))
+    assert other.acquire({"GPU": 1}) is not None
+
+
+def test_records_of_a_file_that_names_no_host_read_as_this_machines(
+    ledger_path: Path, h100: Node
+) -> None:
+    """A version 3 file names no host: under another boot id its records are a reboot's, as
+    before; the next change writes version 4 with this machine's name."""
+    ledger = Ledger(ledger_path, h100)
+    assert ledger.acquire({"GPU": 8}) is not None
+    data = json.loads(ledger_path.read_text())
+    del data["host"]
+    data["version"], data["boot"] = 3, "another-boot"
+    ledger_path.write_text(json.dumps(data))
+    assert ledger.grants() == []
+    data = json.loads(ledger_path.read_text())
+    assert data["version"] == 4 and data["host"] == os.uname().nodename
+
+
 def test_waiters_are_served_in_arrival_order(
     ledger_path: Path, node_files: dict[str, Path], h100: Node
 ) -> None:
@@ -348,7 +389,7 @@ def _mutated(data: dict[str, Any], change: str) -> str:
         ("deep nesting", "nested too deeply"),
         ("holder pid 2**40", r"a holder is .* 0 < N < 2147483648"),
         ("boot is a number", "its boot id is 5, not text"),
-        ("version true", "version True, where this accelkit reads 3"),
+        ("version true", "version True, where this accelkit reads 4"),
         ("grant recorded twice", r"grant token \d+ is recorded twice"),
         ("node without summary", "its node is"),
         ("since NaN", "a time is nan, not a finite number"),
@@ -384,8 +425,8 @@ def test_a_malformed_grant_record_is_reported_as_corrupt(ledger_path: Path, h100
 
 
 def test_a_ledger_from_a_newer_accelkit_is_refused(ledger_path: Path, h100: Node) -> None:
-    ledger_path.write_text(json.dumps({"version": 4, "grants": "whatever"}))
-    with pytest.raises(LedgerError, match="version 4, written by a newer accelkit") as caught:
+    ledger_path.write_text(json.dumps({"version": 5, "grants": "whatever"}))
+    with pytest.raises(LedgerError, match="version 5, written by a newer accelkit") as caught:
         Ledger(ledger_path, h100).grants()
     assert str(ledger_path) in str(caught.value)
 

@@ -304,7 +304,7 @@ def test_a_version_1_ledger_is_read_and_upgraded(ledger_path: Path) -> None:
     [holding] = Ledger(ledger_path, node.node).view().holdings
     assert holding.grant == grant and holding.user is None
     assert Ledger(ledger_path, node.node).acquire({"GPU": 1}) is not None
-    assert json.loads(ledger_path.read_text())["version"] == 3
+    assert json.loads(ledger_path.read_text())["version"] == 4
 
 
 def test_a_ledger_this_process_may_not_write_is_listed_as_it_is(

@@ -7,9 +7,10 @@ a temporary file that ``os.replace`` then moves over the ledger, so a reader see
 or the new one, never half of one, whenever a writer is killed. The lock is the kernel's: it
 goes with its process, so a holder killed while deciding blocks nobody.
 
-Layout (``"version": 3``)::
+Layout (``"version": 4``)::
 
-    {"version": 3, "boot": "<boot id>", "node": {"fingerprint": "...", "summary": "GPU=8"},
+    {"version": 4, "boot": "<boot id>", "host": "<host name>",
+     "node": {"fingerprint": "...", "summary": "GPU=8"},
      "next_ticket": 3,
      "grants": [{"grant": <Grant.to_dict()>, "holder": {"pid": 41, "start": 9912}, "since": T,
                  "user": 1000, "parent": null, "note": null}],
@@ -21,7 +22,10 @@ alone does not say whose work it is); ``parent`` is the token of the grant a ste
 from (null at the node's level); ``note`` says what the holder is, for ``accelkit ps``, when its
 command line would not. A device in a grant may carry its ``minor`` (version 3: an accelkit
 reading version 2 refuses that key as corrupt, so the layout names the newer version instead).
-Version 1 and 2 files are read as they are, so a node's accelkit can be upgraded while grants
+``host`` (version 4) names the machine that wrote it: records under another boot id are a
+reboot's leftovers on this machine, but another machine's live grants on another one (a ledger
+on a network file system), which are refused rather than dropped.
+Version 1, 2 and 3 files are read as they are, so a node's accelkit can be upgraded while grants
 are live; an older accelkit refuses a newer version with a message naming it rather than
 calling the file corrupt.
 
@@ -44,7 +48,7 @@ from typing import Any, Optional
 
 from accelkit._json import check_keys
 from accelkit.errors import LedgerError
-from accelkit.ledger._holder import Holder, boot_id
+from accelkit.ledger._holder import Holder, boot_id, host_name
 from accelkit.ledger._location import LEDGER_VAR
 
 __all__ = [
@@ -56,12 +60,13 @@ __all__ = [
     "Ticket",
 ]
 
-VERSION = 3
+VERSION = 4
 """The layout this accelkit writes."""
-READS = (1, 2, VERSION)
+READS = (1, 2, 3, VERSION)
 """The layouts it reads (an older file as it is); any other is refused with a message."""
 
-_KEYS = ("version", "boot", "node", "next_ticket", "grants", "queue")
+_REQUIRED = ("version", "boot", "node", "next_ticket", "grants", "queue")
+_KEYS = (*_REQUIRED, "host")
 _RECORD_REQUIRED = ("grant", "holder", "since")
 _RECORD_KEYS = (*_RECORD_REQUIRED, "user", "parent", "note")
 _TICKET_REQUIRED = ("ticket", "holder", "wants", "since")
@@ -142,12 +147,18 @@ class Ticket:
 class LedgerState:
     """The ledger's content while the lock is held; ``changed`` makes the writer save it."""
 
-    __slots__ = ("boot", "changed", "grants", "next_ticket", "node", "queue")
+    __slots__ = ("boot", "changed", "grants", "host", "next_ticket", "node", "queue")
 
     def __init__(
-        self, boot: str, node: Optional[dict[str, str]] = None, next_ticket: int = 1
+        self,
+        boot: str,
+        node: Optional[dict[str, str]] = None,
+        next_ticket: int = 1,
+        host: Optional[str] = None,
     ) -> None:
         self.boot = boot
+        self.host = host
+        """The machine that wrote the state (None in files before version 4)."""
         self.node = node
         self.next_ticket = next_ticket
         self.grants: list[Record] = []
@@ -158,6 +169,7 @@ class LedgerState:
         return {
             "version": VERSION,
             "boot": self.boot,
+            "host": self.host,
             "node": self.node,
             "next_ticket": self.next_ticket,
             "grants": [r.to_dict() for r in self.grants],
@@ -254,7 +266,7 @@ class LedgerFile:
             with open(self.path, "rb") as file:
                 raw = file.read()
         except FileNotFoundError:
-            return LedgerState(boot=boot_id())
+            return LedgerState(boot=boot_id(), host=host_name())
         except OSError as error:
             raise LedgerError(f"cannot read the ledger {self.path}: {error.strerror}") from None
         try:
@@ -269,10 +281,13 @@ class LedgerFile:
             _whole(data.get("version")) and data["version"] in READS
         ):
             raise self._foreign(data.get("version"))
-        data = check_keys(data, _KEYS, "the ledger", required=_KEYS)
+        data = check_keys(data, _KEYS, "the ledger", required=_REQUIRED)
         boot = data["boot"]
         if not isinstance(boot, str):  # read as another boot, it would drop every live grant
             raise ValueError(f"its boot id is {boot!r:.80}, not text")
+        host = data.get("host")
+        if host is not None and not isinstance(host, str):
+            raise ValueError(f"its host name is {host!r:.80}, not text")
         node = data["node"]
         if node is not None and not (
             isinstance(node, dict)
@@ -283,7 +298,7 @@ class LedgerFile:
         next_ticket = data["next_ticket"]
         if not isinstance(next_ticket, int) or isinstance(next_ticket, bool):
             raise ValueError(f"next_ticket is {next_ticket!r}, not a whole number")
-        state = LedgerState(boot=boot, node=node, next_ticket=next_ticket)
+        state = LedgerState(boot=boot, node=node, next_ticket=next_ticket, host=host)
         for entry in _list(data["grants"], "grants"):
             entry = check_keys(entry, _RECORD_KEYS, "a ledger grant", required=_RECORD_REQUIRED)
             grant = entry["grant"]

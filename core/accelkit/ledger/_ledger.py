@@ -53,7 +53,7 @@ from accelkit.ledger._scope import (
     step_scope,
     visible_scope,
 )
-from accelkit.ledger._upkeep import drop, lineage, reclaim
+from accelkit.ledger._upkeep import OtherMachine, drop, lineage, reclaim
 from accelkit.schedule._allocator import Allocator
 from accelkit.schedule._grant import Grant
 
@@ -261,10 +261,10 @@ class Ledger:
         this process may not write is read as it is, and reclaimed only in what is returned."""
         if not self._file.writable():
             state = self._file.peek()
-            reclaim(state)
+            reclaim(state, self._location)
             return self._view(state)
         with self._threads, self._file.locked() as state:
-            reclaim(state)
+            reclaim(state, self._location)
             return self._view(state)
 
     def holding(self, devices: Iterable[Device]) -> list[Holding]:
@@ -272,7 +272,10 @@ class Ledger:
         matched to the ledger's node), other than the grants this process runs on. Reads the
         ledger without changing it; a ledger kept for another node holds none of them."""
         state = self._file.peek()
-        reclaim(state)
+        try:
+            reclaim(state, self._location)
+        except OtherMachine:
+            return []  # another machine's grants: none of this node's devices
         if not state.grants:
             return []  # nothing to match: no need to detect the node
         node = self.node
@@ -303,7 +306,7 @@ class Ledger:
         mirrored = self._mirror.get(grant.token)
         recorded = mirrored[0] if mirrored and mirrored[1] == grant else grant.to_dict()
         with self._threads, self._file.locked() as state:
-            reclaim(state)
+            reclaim(state, self._location)
             for record in state.grants:
                 if record.token == grant.token and record.grant == recorded:
                     drop(state, [record])
@@ -335,7 +338,7 @@ class Ledger:
         """One decision under the lock: (grant, ticket, view when it must wait)."""
         node = self.node
         with self._threads, self._file.locked() as state:
-            reclaim(state)
+            reclaim(state, self._location)
             self._check_node(state, node)
             allocator = self._in_step(state)
             scope = self._scope(state, node)

@@ -1,10 +1,14 @@
 """Keeping a ledger's state true before each decision: holders that ended, steps whose grant went.
 
 A grant is live exactly as long as its holder (a pid with its start time) runs, and every record
-of an earlier boot is gone. A grant given back or reclaimed may have steps still running (a run
-inside the grant, a pool worker's step): they are not dropped with it, since their processes
-still use the devices, but become steps of the nearest grant above that is still held, or grants
-of the node. Either way the devices they use stay counted exactly once.
+of an earlier boot of this machine is gone. Records another machine wrote (a ledger on a network
+file system, shared by several) are that machine's live grants, which this one can neither
+check nor drop: it refuses the ledger (:class:`OtherMachine`).
+
+A grant given back or reclaimed may have steps still running (a run inside the grant, a pool
+worker's step): they are not dropped with it, since their processes still use the devices, but
+become steps of the nearest grant above that is still held, or grants of the node. Either way
+the devices they use stay counted exactly once.
 """
 
 from __future__ import annotations
@@ -12,19 +16,43 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Optional
 
+from accelkit.errors import LedgerError
 from accelkit.ledger._file import LedgerState, Record
-from accelkit.ledger._holder import Holder, boot_id
+from accelkit.ledger._holder import Holder, boot_id, host_name
+from accelkit.ledger._location import LEDGER_VAR
 
-__all__ = ["drop", "lineage", "reclaim"]
+__all__ = ["OtherMachine", "drop", "lineage", "reclaim"]
 
 
-def reclaim(state: LedgerState) -> None:
-    """Drop the grants and tickets of holders that ended (all of them after a reboot)."""
+class OtherMachine(LedgerError):
+    """The ledger at ``location`` holds grants or waiting requests another machine, ``host``,
+    wrote: what it means and what to do."""
+
+    def __init__(self, location: str, host: str) -> None:
+        super().__init__(
+            f"the ledger {location} holds grants of another machine, {host} (this one is "
+            f"{host_name()}): a ledger belongs to one machine, and one shared by several (on a "
+            "network file system) would let each hand out devices the others' processes hold. "
+            f"Give each machine its own ledger on local storage (e.g. {LEDGER_VAR}=/var/tmp/"
+            f"accelkit-$(hostname).json); if {host} was this machine's name before a reboot, "
+            f"remove the ledger: rm {location}"
+        )
+
+
+def reclaim(state: LedgerState, location: str) -> None:
+    """Drop the grants and tickets of holders that ended (all of them after a reboot), and
+    raise :class:`OtherMachine` for records of another machine (under another boot id and
+    another host name; a file before version 4 names no host, and reads as this machine's).
+    ``location`` names the ledger in that error."""
     if state.boot != boot_id():
-        state.boot = boot_id()
+        writer = state.host
+        if (state.grants or state.queue) and writer is not None and writer != host_name():
+            raise OtherMachine(location, writer)
+        state.boot, state.host = boot_id(), host_name()
         state.grants, state.queue = [], []
         state.changed = True
         return
+    state.host = host_name()  # written with the next change (a file before version 4 has none)
     alive: dict[Holder, bool] = {}
     for entries in (state.grants, state.queue):
         for entry in entries:
