@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -300,6 +301,36 @@ def test_waiters_are_served_in_arrival_order(
     big.finish()
     assert small.ids() == {"GPU": ["0"]}
     small.finish()
+
+
+def test_a_stopped_waiter_holds_nobody_back_until_it_runs_again(
+    ledger_path: Path, h100: Node
+) -> None:
+    """A waiter stopped by Ctrl-Z (SIGSTOP) took nothing, and every request that fitted waited
+    behind it until it was resumed or killed. While it is stopped it keeps its place and holds
+    nobody back."""
+    ledger = Ledger(ledger_path, h100)
+    seven = ledger.acquire({"GPU": 7})
+    assert seven is not None
+    sleeper = subprocess.Popen(["sleep", "600"])
+    try:
+        waiter = Holder.of(sleeper.pid)
+        assert waiter is not None
+        ticket = ledger._decide({"GPU": 8}, None, waiter, None, "GPU=8", True, None)[1]
+        assert ticket is not None
+        assert ledger.acquire({"GPU": 1}) is None  # GPU 7 is free, but the waiter is ahead
+        os.kill(sleeper.pid, signal.SIGSTOP)
+        wait_until(waiter.stopped)
+        one = ledger.acquire({"GPU": 1})
+        assert one is not None and one.ids == {"GPU": ["7"]}
+        assert [w.ticket for w in ledger.view().waiting] == [ticket]  # it keeps its place
+        ledger.release(one)
+        os.kill(sleeper.pid, signal.SIGCONT)
+        wait_until(lambda: not waiter.stopped())
+        assert ledger.acquire({"GPU": 1}) is None
+    finally:
+        sleeper.kill()
+        sleeper.wait(timeout=30)
 
 
 def test_a_request_that_does_not_wait_never_overtakes_a_waiting_one(

@@ -231,6 +231,31 @@ def test_a_step_never_waits_behind_the_node_s_queue(
     assert step is not None and step.ids == job.ids
 
 
+def test_a_waiter_that_sees_some_devices_holds_back_only_grants_of_those(
+    ledger_path: Path,
+) -> None:
+    """A shell with ``CUDA_VISIBLE_DEVICES=0`` waiting for its busy GPU 0 stalled every request
+    on the node, for devices it can never use. It holds back only grants of what it sees, and
+    ``ps`` says why it waits for those."""
+    everything = Ledger(ledger_path, host=load_snapshot(H100))
+    zero = everything.acquire({"GPU": 1})
+    assert zero is not None and zero.ids == {"GPU": ["0"]}
+    restricted = seeing(ledger_path, "0")
+    _grant, ticket, _view = restricted._decide(
+        {"GPU": 1}, None, Holder.current(), None, "GPU=1", True, None
+    )
+    assert ticket is not None  # waits for GPU 0
+    (waiting,) = everything.view().waiting
+    assert waiting.wants == "GPU=1 (sees CUDA_VISIBLE_DEVICES='0')"
+    beside = everything.acquire({"GPU": 1})
+    assert beside is not None and beside.ids == {"GPU": ["1"]}  # nothing the waiter could use
+    everything.release(zero)
+    assert everything.acquire({"GPU": 1}) is None  # GPU 0 would be first: the waiter's turn
+    assert restricted.acquire({"GPU": 1}) is None  # a request that does not wait queues too
+    served = restricted._decide({"GPU": 1}, None, Holder.current(), ticket, "GPU=1", True, None)
+    assert served[0] is not None and served[0].ids == {"GPU": ["0"]}
+
+
 @pytest.mark.parametrize(
     ("value", "complaint"),
     [

@@ -70,7 +70,7 @@ _KEYS = (*_REQUIRED, "host")
 _RECORD_REQUIRED = ("grant", "holder", "since")
 _RECORD_KEYS = (*_RECORD_REQUIRED, "user", "parent", "note")
 _TICKET_REQUIRED = ("ticket", "holder", "wants", "since")
-_TICKET_KEYS = (*_TICKET_REQUIRED, "user", "parent")
+_TICKET_KEYS = (*_TICKET_REQUIRED, "user", "parent", "sees")
 
 
 class Record:
@@ -113,9 +113,10 @@ class Record:
 
 class Ticket:
     """A request waiting its turn: arrival number, holder, what it wants (text), since when, the
-    uid that asked, and the grant whose devices it waits for (None: the node's)."""
+    uid that asked, the grant whose devices it waits for (None: the node's), and the devices it
+    could take there when it sees only some of them (None: every one)."""
 
-    __slots__ = ("holder", "parent", "since", "ticket", "user", "wants")
+    __slots__ = ("holder", "parent", "sees", "since", "ticket", "user", "wants")
 
     def __init__(
         self,
@@ -125,6 +126,7 @@ class Ticket:
         since: float,
         user: Optional[int] = None,
         parent: Optional[int] = None,
+        sees: Optional[frozenset[tuple[str, str]]] = None,
     ) -> None:
         self.ticket = ticket
         self.holder = holder
@@ -132,6 +134,7 @@ class Ticket:
         self.since = since
         self.user = user
         self.parent = parent
+        self.sees = sees
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -141,6 +144,7 @@ class Ticket:
             "since": self.since,
             "user": self.user,
             "parent": self.parent,
+            "sees": None if self.sees is None else [list(key) for key in sorted(self.sees)],
         }
 
 
@@ -330,6 +334,7 @@ class LedgerFile:
                     _time(entry["since"]),
                     user=_optional_whole(entry.get("user"), "a ticket's user"),
                     parent=_optional_whole(entry.get("parent"), "a ticket's parent"),
+                    sees=_device_keys(entry.get("sees")),
                 )
             )
         _check_once([r.token for r in state.grants], "grant token")
@@ -462,3 +467,16 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def _device_keys(value: object) -> Optional[frozenset[tuple[str, str]]]:
+    """A ticket's ``sees``: null, or a list of ``[family, id]`` pairs."""
+    if value is None:
+        return None
+    pairs = _list(value, "a ticket's devices")
+    if not all(
+        isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair)
+        for pair in pairs
+    ):
+        raise ValueError(f"a ticket's devices are [family, id] pairs, not {value!r:.80}")
+    return frozenset((family, device) for family, device in pairs)

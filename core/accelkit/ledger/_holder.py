@@ -19,6 +19,8 @@ _START_FIELD = 22
 """``starttime`` in proc(5): the process's start, in clock ticks after boot."""
 _PID_LIMIT = 2**31
 """Above every pid a kernel gives (``pid_t`` is a C int; ``os.kill`` refuses more)."""
+_STOPPED_STATES = ("T", "t")
+"""Stopped by a signal, or by a tracer."""
 _GONE_STATES = ("Z", "X")
 """A zombie (exited, not yet reaped) or dead process holds nothing any more. The state in
 ``/proc/<pid>/stat`` is its first thread's: see :func:`_gone`."""
@@ -60,6 +62,12 @@ class Holder(NamedTuple):
         if _gone(self.pid, stat):
             return False
         return self.start == 0 or _start_of(stat) == self.start
+
+    def stopped(self) -> bool:
+        """Whether the process is stopped (Ctrl-Z, SIGSTOP, a debugger): it takes nothing until
+        it runs again."""
+        stat = _stat(self.pid)
+        return stat is not None and stat[:1] in _STOPPED_STATES
 
     def command(self) -> str:
         """The process's command line as text ("" when it cannot be read)."""

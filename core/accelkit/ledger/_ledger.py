@@ -9,9 +9,10 @@ grant (it is reclaimed at the next decision) and no phantom one (a grant is reco
 atomic replace that hands it out).
 
 Waiting requests queue in arrival order: each takes a numbered ticket in the file, and a request
-is served only when no live ticket of its scope is ahead of it, so a large request is never
-starved by a stream of small ones. A request the node could never serve raises
-:class:`~accelkit.Unsatisfiable` at once, waiting or not.
+is served only when no live ticket of its scope that could use what it takes is ahead of it
+(:mod:`~accelkit.ledger._queue`), so a large request is never starved by a stream of small
+ones. A request the node could never serve raises :class:`~accelkit.Unsatisfiable` at once,
+waiting or not.
 
 The ledger is the physical node's (:mod:`~accelkit.ledger._identity`): a process that sees only
 some devices takes only from those, and a process that runs on a grant (``ACCELKIT_GRANT``)
@@ -45,6 +46,7 @@ from accelkit.ledger._identity import (
     mismatch,
 )
 from accelkit.ledger._location import GRANT_VAR, absolute, default_location
+from accelkit.ledger._queue import held_back
 from accelkit.ledger._scope import (
     Scope,
     acquire_in,
@@ -350,10 +352,7 @@ class Ledger:
                 grant = acquire_in(
                     scope, node, self._registry, used, request, accelerator_type, wants
                 )
-            ahead = any(
-                t.parent == parent and (ticket is None or t.ticket < ticket) for t in state.queue
-            )
-            if grant is not None and ahead:
+            if grant is not None and held_back(grant, state.queue, parent, ticket):
                 if scope is None:
                     allocator.release(grant)  # validated, and it fits, but others came first
                 grant = None
@@ -372,7 +371,10 @@ class Ledger:
             if ticket is None or all(t.ticket != ticket for t in state.queue):
                 ticket = state.next_ticket
                 state.next_ticket += 1
-                waiting = Ticket(ticket, holder, wants, time.time(), os.getuid(), parent)
+                sees = None if scope is None else frozenset(scope.devices)
+                if self._restriction is not None:  # ps says why it waits for those only
+                    wants = f"{wants} (sees {self._restriction.why})"
+                waiting = Ticket(ticket, holder, wants, time.time(), os.getuid(), parent, sees)
                 state.queue.append(waiting)
                 state.changed = True
             return None, ticket, self._view(state, before=ticket)
