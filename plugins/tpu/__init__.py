@@ -38,7 +38,7 @@ from accelkit.detect import (
 )
 
 from .chips import one_per_chip
-from .generations import TpuSlice, generation_named, tpu_slice
+from .generations import TpuSlice, chip_type_label, generation_named, tpu_slice
 from .metadata import METADATA_VARS, pod_env
 from .pod import env_labels, slice_resources
 
@@ -145,7 +145,7 @@ class TpuManager(AcceleratorManager):
 
     def slice_shape(self, accelerator_type: str, topology: str) -> TpuSlice:
         """The pod slice ``accelerator_type`` ("v6e", "v6e-16") shaped ``topology`` ("4x4"): its
-        chips, chips per host, hosts, pod type and head resource, for training plans.
+        chips, chips per host, hosts, pod type, head resource and type label, for training plans.
 
         Not a member of AcceleratorManager: ``accelkit.scaling`` asks a family for this method by
         name, so any family whose hosts form multi-host slices may offer it with this signature
@@ -159,7 +159,7 @@ def _chip(host: Host, index: int, pci: PciDevice, generation: Optional[str]) -> 
     generation = generation or _generation(host, pci)
     if generation is None:
         note(f"TPU {pci.bus_id} has PCI device id {pci.device:#06x}: unknown generation")
-    label = f"TPU-{generation.upper()}" if generation else "TPU"
+    label = chip_type_label(generation) if generation else "TPU"
     model = f"TPU {generation}" if generation else f"TPU (PCI device {pci.device:#06x})"
     return Device(
         str(index), type_label=label, model=model, pci_bus_id=pci.bus_id, numa_node=pci.numa_node

@@ -14,7 +14,14 @@ import math
 from collections.abc import Mapping
 from typing import NamedTuple, Optional
 
-__all__ = ["TPU_GENERATIONS", "TpuGeneration", "TpuSlice", "generation_named", "tpu_slice"]
+__all__ = [
+    "TPU_GENERATIONS",
+    "TpuGeneration",
+    "TpuSlice",
+    "chip_type_label",
+    "generation_named",
+    "tpu_slice",
+]
 
 
 class TpuGeneration(NamedTuple):
@@ -71,6 +78,18 @@ class TpuSlice(NamedTuple):
         """The resource only the slice's first host offers (``TPU-v6e-16-head``), as this plugin
         and Ray name it: one task there starts the others."""
         return f"TPU-{self.pod_type}-head"
+
+    @property
+    def type_label(self) -> str:
+        """The type label its hosts give their chips ("TPU-V6E"), which a training plan asks
+        for as ``accelerator_type:TPU-V6E`` however the user spelled the type."""
+        return chip_type_label(self.generation)
+
+
+def chip_type_label(generation: str) -> str:
+    """The type label of a generation's chips ("v6e" -> "TPU-V6E"), as Ray's TPU manager names
+    a node's accelerator type: one spelling for detection and for training plans."""
+    return f"TPU-{generation.upper()}"
 
 
 def generation_named(name: str) -> Optional[TpuGeneration]:

@@ -328,6 +328,21 @@ def test_the_manager_shapes_slices_for_training_plans() -> None:
         MANAGER.slice_shape("v6e", "3x3")
 
 
+@pytest.mark.parametrize("generation", ["v2", "v3", "v4", "v5p", "v5litepod", "v6e", "v7x"])
+def test_a_slice_names_the_type_label_its_hosts_chips_carry(
+    generation: str, tmp_path: Path
+) -> None:
+    """Training plans ask for ``accelerator_type:<type_label>``: the label a host of the slice
+    gives its chips, so the demand lands on the slice's hosts, whatever the user spelled."""
+    from accelkit_plugins.tpu.generations import TPU_GENERATIONS
+
+    topology = "2x2" if TPU_GENERATIONS[generation].dimensions == 2 else "2x2x1"
+    host = fake.make_host(4, tmp_path, env={"TPU_ACCELERATOR_TYPE": f"{generation}-8"})
+    devices, _ = detect(host)
+    assert MANAGER.slice_shape(generation, topology).type_label == devices[0].type_label
+    assert MANAGER.slice_shape("trillium", "4x4").type_label == "TPU-V6E"
+
+
 # -- the whole node --------------------------------------------------------------------------
 
 
