@@ -4,7 +4,8 @@ Ray Train's ``ScalingConfig`` knows GPUs and TPUs; :class:`ScalingConfig` here k
 family a plugin provides (``accelerator="neuron"``, ``"gaudi"``, ``"acme"``) and takes each
 family's rules from its manager: the quantity rule per worker, the collective backend, the
 framework device. It also refuses what Ray quietly changes: ``use_gpu`` with 0 GPUs per worker
-(Ray makes it 1), GPUs and TPUs in one plan, a TPU plan whose workers cannot fill its slice.
+(Ray makes it 1), ``accelerator_type`` with 0 of its resource (Ray makes it 0.001), GPUs and TPUs
+in one plan, a TPU plan whose workers cannot fill its slice, a worker that asks for nothing.
 
 TPU plans mean what Ray Train's guide says: each worker is one TPU VM host, so ``num_workers`` is
 a multiple of the slice's hosts and counts slices (8 workers on a 4-host slice are two slices);
@@ -22,7 +23,7 @@ accelerator type and topology, and says so.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Optional, Protocol, Union
+from typing import Optional, Protocol, Union, runtime_checkable
 
 from accelkit.errors import InvalidRequest, UnknownFamily
 from accelkit.manager import ACCELERATOR_TYPE_PREFIX, AcceleratorManager
@@ -47,9 +48,11 @@ _SLICE_SHAPE = "slice_shape"
 shape the family does not have. Asked for by name, so the plugin contract stays as it is."""
 
 
+@runtime_checkable
 class PodSlice(Protocol):
     """One multi-host slice, as a family's ``slice_shape`` describes it (the TPU plugin's
-    ``TpuSlice``): what a plan needs to fill whole slices and start each on its first host."""
+    ``TpuSlice``): what a plan needs to fill whole slices, start each on its first host and land
+    on the slice's type. ``isinstance`` checks a record has every field, as a plan does."""
 
     @property
     def chips(self) -> int:
@@ -71,6 +74,11 @@ class PodSlice(Protocol):
     def head_resource(self) -> str:
         """The resource only the slice's first host offers, where one task starts the others."""
 
+    @property
+    def type_label(self) -> str:
+        """The type label the slice's hosts give their devices ("TPU-V6E"): they advertise
+        ``accelerator_type:<type_label>``, so each worker asks for it."""
+
 
 def tpu_slice(
     accelerator_type: str, topology: str, *, registry: Optional[Registry] = None
@@ -91,11 +99,18 @@ def tpu_slice(
 def _pod_slice(
     managers: Sequence[AcceleratorManager], accelerator_type: str, topology: str
 ) -> PodSlice:
-    """The slice shaped by the first of ``managers`` that offers slice shapes."""
+    """The slice shaped by the first of ``managers`` that offers slice shapes; ``ValueError``
+    when its record lacks a field of :class:`PodSlice` (a family written before a field was)."""
     for manager in managers:
         shape = getattr(manager, _SLICE_SHAPE, None)
         if callable(shape):
-            pod_slice: PodSlice = shape(accelerator_type, topology)
+            pod_slice = shape(accelerator_type, topology)
+            if not isinstance(pod_slice, PodSlice):
+                raise ValueError(
+                    f"family {manager.name!r} shaped {pod_slice!r}, which is no PodSlice: a slice "
+                    "has chips, chips_per_host, hosts, pod_type, head_resource and type_label; "
+                    "update the plugin"
+                )
             return pod_slice
     if not managers:
         raise ValueError(
@@ -118,8 +133,11 @@ class ScalingConfig:
     ``accelerator`` names a family ("nvidia", "neuron", "acme") or a resource ("GPU",
     "neuron_cores"); ``use_gpu`` and ``use_tpu`` are the seed's spellings of ``"GPU"`` and
     ``"TPU"``. Each worker takes 1 of it unless ``resources_per_worker`` says otherwise
-    (``{"GPU": 0.5, "CPU": 4}``), and 1 CPU unless it names CPUs. ``accelerator_type``
-    ("A100") lands every worker on that type. TPU plans take their slice from
+    (``{"GPU": 0.5, "CPU": 4}``), and 1 CPU unless it names CPUs; an amount of 0 is none of it,
+    left out of the bundles as Ray leaves it (``{"CPU": 0}``: no CPU). ``accelerator_type``
+    ("A100") lands every worker on that type's nodes, CPU workers too, by a token amount
+    (0.001) of ``accelerator_type:A100`` unless ``resources_per_worker`` gives one; a TPU plan
+    asks for its hosts' label (``accelerator_type:TPU-V6E``). TPU plans take their slice from
     ``accelerator_type`` and ``topology``, shaped by the family (as :func:`tpu_slice` shows
     them): each worker is one host of a slice and gets the host's chips unless it asks for
     fewer (``{"TPU": 2}``: 2 of each host's chips, still one worker a host); ``num_workers``
@@ -150,7 +168,9 @@ class ScalingConfig:
         self.accelerator_type = accelerator_type
         self.topology = topology
         self._registry = resolve(registry)
-        wanted = dict(resources_per_worker or {})
+        wanted = {
+            name: _number(name, value) for name, value in dict(resources_per_worker or {}).items()
+        }
         self.resource = self._accelerator(use_gpu, use_tpu, accelerator, wanted)
         self.tpu: Optional[PodSlice] = None
         self.slices = 0
@@ -166,7 +186,7 @@ class ScalingConfig:
         use_gpu: bool,
         use_tpu: bool,
         accelerator: Optional[str],
-        wanted: Mapping[str, Quantity],
+        wanted: Mapping[str, float],
     ) -> Optional[str]:
         """The accelerator resource of the plan (None: CPU workers), from the three spellings."""
         named = [r for r in (GPU if use_gpu else None, TPU if use_tpu else None) if r]
@@ -184,12 +204,12 @@ class ScalingConfig:
                 f"{resource or 'no accelerator'}: set use_tpu=True or drop topology"
             )
         devices = {m.resource_name for m in self._registry.managers()}
-        stray = sorted(r for r in wanted if r in devices and r != resource)
+        stray = sorted(r for r, amount in wanted.items() if amount and r in devices - {resource})
         if stray:
             spelled = {GPU: "set use_gpu=True", TPU: "set use_tpu=True"}
             hint = spelled.get(stray[0], f"set accelerator={stray[0]!r}")
             raise ValueError(
-                f"resources_per_worker asks for {stray[0]} {wanted[stray[0]]!r}, but the plan "
+                f"resources_per_worker asks for {stray[0]} {wanted[stray[0]]:g}, but the plan "
                 f"does not use {stray[0]}: {hint}"
             )
         return resource
@@ -203,26 +223,54 @@ class ScalingConfig:
         known = sorted({m.name for m in managers} | {m.resource_name for m in managers})
         raise ValueError(f"accelerator {accelerator!r} is no family or resource; known: {known}")
 
-    def _per_worker(self, wanted: dict[str, Quantity]) -> dict[str, float]:
-        """Each worker's resources: defaults filled in, quantities exact to 1e-4."""
-        per_worker = {name: _number(name, value) for name, value in wanted.items()}
-        per_worker.setdefault(CPU, 1.0)
-        if self.resource == TPU:
-            per_worker[TPU] = self._tpu_per_worker(per_worker.get(TPU))
-        elif self.resource is not None:
-            per_worker.setdefault(self.resource, 1.0)
-        if self.resource is not None and per_worker[self.resource] == 0:
+    def _per_worker(self, wanted: Mapping[str, float]) -> dict[str, float]:
+        """Each worker's resources, as Ray fills them in: an amount given as 0 is none of it and
+        left out (a placement group refuses a bundle holding a 0), 1 CPU unless CPU is named,
+        the accelerator (1, or a TPU host's chips) and the type's token amount unless given.
+
+        What the plan itself needs at 0 is refused where Ray quietly puts the default back.
+        """
+        if self.resource is not None and wanted.get(self.resource) == 0:
             raise ValueError(
                 f"the plan uses {self.resource}, but resources_per_worker gives each worker "
                 f"{self.resource} 0; give a positive amount or drop the accelerator"
             )
-        if self.accelerator_type is not None and self.resource != TPU:
-            if self.resource is None:
+        per_worker = {name: amount for name, amount in wanted.items() if amount}
+        if CPU not in wanted:
+            per_worker[CPU] = 1.0
+        if self.resource == TPU:
+            per_worker[TPU] = self._tpu_per_worker(per_worker.get(TPU))
+        elif self.resource is not None:
+            per_worker.setdefault(self.resource, 1.0)
+        demand = self._type_resource()
+        if demand is not None:
+            if wanted.get(demand) == 0:
                 raise ValueError(
-                    f"accelerator_type {self.accelerator_type!r} needs an accelerator in the plan"
+                    f"the plan names accelerator_type {self.accelerator_type!r}, but "
+                    f"resources_per_worker gives each worker {demand} 0; give a positive amount "
+                    "or drop accelerator_type"
                 )
-            per_worker[ACCELERATOR_TYPE_PREFIX + self.accelerator_type] = TYPE_REQUEST
+            per_worker.setdefault(demand, TYPE_REQUEST)
+        if not per_worker:
+            zeros = " and ".join(f"{name} 0" for name in wanted)
+            raise ValueError(
+                f"resources_per_worker gives each worker {zeros}, so it asks for nothing, and a "
+                "placement group refuses an empty bundle: give it CPU (leave CPU out for 1) or "
+                "another resource"
+            )
         return per_worker
+
+    def _type_resource(self) -> Optional[str]:
+        """The resource that lands a worker on ``accelerator_type``'s nodes, None without a type.
+
+        A TPU plan asks for the label its slice's hosts advertise ("v6e", "v6e-16" and
+        "TPU-V6E" all mean ``TPU-V6E``). A TPU plan without ``topology`` has no slice to read
+        the label from, so it asks for none, as Ray's does unless resources_per_worker is given.
+        """
+        if self.accelerator_type is None or (self.resource == TPU and self.tpu is None):
+            return None
+        label = self.tpu.type_label if self.tpu is not None else self.accelerator_type
+        return ACCELERATOR_TYPE_PREFIX + label
 
     def _tpu_per_worker(self, asked: Optional[float]) -> float:
         """Chips a TPU worker takes, one worker a host of the slice that accelerator_type and
@@ -353,11 +401,11 @@ class ScalingConfig:
 
     @property
     def accelerator_type_demand(self) -> Optional[dict[str, float]]:
-        """``{"accelerator_type:A100": 0.001}`` per worker when a type is named, else None."""
-        if self.accelerator_type is None or self.resource in (None, TPU):
-            return None
-        key = ACCELERATOR_TYPE_PREFIX + self.accelerator_type
-        return {key: self.per_worker_resources[key]}
+        """``{"accelerator_type:A100": 0.001}`` per worker when a type is named, CPU plans too
+        (their workers land on that type's nodes); a TPU plan's key is its hosts' type label
+        (``accelerator_type:TPU-V6E``). None without a type, or a TPU plan without a slice."""
+        key = self._type_resource()
+        return None if key is None else {key: self.per_worker_resources[key]}
 
     def __repr__(self) -> str:
         return (

@@ -8,12 +8,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import accelkit
 import pytest
 from accelkit.runtime import devices
-from accelkit.scaling import ScalingConfig, tpu_slice
+from accelkit.scaling import PodSlice, ScalingConfig, tpu_slice
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -130,17 +130,64 @@ def test_an_a100_worker() -> None:
     }
 
 
+TYPE_A100 = "accelerator_type:A100"
+TYPE_V6E = "accelerator_type:TPU-V6E"
+
+
+def test_an_accelerator_type_alone_pins_cpu_workers_to_its_nodes() -> None:
+    """``ScalingConfig(2, accelerator_type="A100")``: Ray's CPU workers with the type's token
+    demand, which lands them on A100 nodes without taking a GPU."""
+    plan = ScalingConfig(2, accelerator_type="A100")
+    assert plan.per_worker_resources == {"CPU": 1.0, TYPE_A100: 0.001}
+    assert plan.accelerator_type_demand == {TYPE_A100: 0.001}
+    assert plan.total_resources == {"CPU": 2.0, TYPE_A100: 0.002}
+    assert plan.backend == "gloo"
+
+
+def test_an_amount_of_the_type_resource_is_kept() -> None:
+    """Ray only fills in the type's token (``setdefault``): an amount the user gives stands."""
+    plan = ScalingConfig(
+        2, use_gpu=True, accelerator_type="A100", resources_per_worker={TYPE_A100: 1}
+    )
+    assert plan.per_worker_resources == {"CPU": 1.0, "GPU": 1.0, TYPE_A100: 1.0}
+    assert plan.accelerator_type_demand == {TYPE_A100: 1.0}
+
+
+def test_a_zero_amount_asks_for_none_of_it() -> None:
+    """Ray drops resources_per_worker's zeros: 0 CPU is a worker without CPUs (never refilled
+    with the 1-CPU default), 0 of another resource leaves it out, and 0 GPU on a plan without
+    GPUs is no GPU. No bundle holds a zero, which Ray's placement groups refuse."""
+    gpu = ScalingConfig(2, use_gpu=True, resources_per_worker={"CPU": 0, "memory": 0})
+    assert gpu.per_worker_resources == {"GPU": 1.0}
+    assert gpu.bundles == [{"GPU": 1.0}] * 2
+    assert gpu.total_resources == {"GPU": 2.0}
+    cpu = ScalingConfig(2, resources_per_worker={"CPU": 0, "custom": 1, "GPU": 0})
+    assert cpu.bundles == [{"custom": 1.0}] * 2
+    typed = ScalingConfig(1, accelerator_type="A100", resources_per_worker={"CPU": 0})
+    assert typed.bundles == [{TYPE_A100: 0.001}]
+    tpu = ScalingConfig(
+        4, use_tpu=True, topology="4x4", accelerator_type="v6e", resources_per_worker={"CPU": 0}
+    )
+    assert tpu.per_worker_resources == {"TPU": 4.0, "accelerator_type:TPU-V6E": 0.001}
+    nothing = r"CPU 0 and memory 0, so it asks for nothing, .*: give it CPU \(leave CPU out for 1\)"
+    with pytest.raises(ValueError, match=nothing):
+        ScalingConfig(2, resources_per_worker={"CPU": 0, "memory": 0})
+
+
 def test_one_v6e_4x4_slice_one_worker_per_host() -> None:
     """``ScalingConfig(num_workers=4, use_tpu=True, topology="4x4",
     accelerator_type="TPU-V6E")``: "Single slice: 4 v6e VMs in a 4x4 topology"."""
     plan = ScalingConfig(num_workers=4, use_tpu=True, topology="4x4", accelerator_type="TPU-V6E")
     assert plan.tpu is not None and (plan.tpu.pod_type, plan.tpu.hosts) == ("v6e-16", 4)
-    assert plan.per_worker_resources == {"CPU": 1.0, "TPU": 4.0}
-    assert (
-        plan.bundles
-        == [{"CPU": 1.0, "TPU": 4.0, "TPU-v6e-16-head": 1.0}] + [{"CPU": 1.0, "TPU": 4.0}] * 3
-    )
-    assert plan.total_resources == {"CPU": 4.0, "TPU": 16.0, "TPU-v6e-16-head": 1.0}
+    worker = {"CPU": 1.0, "TPU": 4.0, TYPE_V6E: 0.001}
+    assert plan.per_worker_resources == worker
+    assert plan.bundles == [{**worker, "TPU-v6e-16-head": 1.0}] + [worker] * 3
+    assert plan.total_resources == {
+        "CPU": 4.0,
+        "TPU": 16.0,
+        TYPE_V6E: 0.004,
+        "TPU-v6e-16-head": 1.0,
+    }
     assert plan.slices == 1 and heads(plan) == {0: "TPU-v6e-16-head"}
     assert [plan.slice_of(w) for w in range(4)] == [0, 0, 0, 0]
     assert plan.placement_strategy == "STRICT_SPREAD"
@@ -151,10 +198,15 @@ def test_eight_v6e_4x4_workers_are_two_slices_with_a_head_each() -> None:
     """``ScalingConfig(num_workers=8, use_tpu=True, topology="4x4",
     accelerator_type="TPU-V6E")``: "Multi-slice: 2 v6e slices, 8 VMs total"."""
     plan = ScalingConfig(num_workers=8, use_tpu=True, topology="4x4", accelerator_type="TPU-V6E")
-    assert plan.per_worker_resources == {"CPU": 1.0, "TPU": 4.0}
-    head = {"CPU": 1.0, "TPU": 4.0, "TPU-v6e-16-head": 1.0}
-    assert plan.bundles == ([head] + [{"CPU": 1.0, "TPU": 4.0}] * 3) * 2
-    assert plan.total_resources == {"CPU": 8.0, "TPU": 32.0, "TPU-v6e-16-head": 2.0}
+    worker = {"CPU": 1.0, "TPU": 4.0, TYPE_V6E: 0.001}
+    assert plan.per_worker_resources == worker
+    assert plan.bundles == ([{**worker, "TPU-v6e-16-head": 1.0}] + [worker] * 3) * 2
+    assert plan.total_resources == {
+        "CPU": 8.0,
+        "TPU": 32.0,
+        TYPE_V6E: 0.008,
+        "TPU-v6e-16-head": 2.0,
+    }
     assert plan.slices == 2 and heads(plan) == {0: "TPU-v6e-16-head", 4: "TPU-v6e-16-head"}
     assert [plan.slice_of(w) for w in range(8)] == [0, 0, 0, 0, 1, 1, 1, 1]
     assert plan.placement_strategy == "STRICT_SPREAD"
@@ -172,12 +224,15 @@ def test_two_of_each_hosts_four_chips_still_one_worker_per_host() -> None:
         resources_per_worker={"TPU": 2},
     )
     assert plan.tpu is not None and plan.tpu.chips_per_host == 4
-    assert plan.per_worker_resources == {"TPU": 2.0, "CPU": 1.0}
-    assert (
-        plan.bundles
-        == [{"TPU": 2.0, "CPU": 1.0, "TPU-v6e-16-head": 1.0}] + [{"TPU": 2.0, "CPU": 1.0}] * 3
-    )
-    assert plan.total_resources == {"TPU": 8.0, "CPU": 4.0, "TPU-v6e-16-head": 1.0}
+    worker = {"TPU": 2.0, "CPU": 1.0, TYPE_V6E: 0.001}
+    assert plan.per_worker_resources == worker
+    assert plan.bundles == [{**worker, "TPU-v6e-16-head": 1.0}] + [worker] * 3
+    assert plan.total_resources == {
+        "TPU": 8.0,
+        "CPU": 4.0,
+        TYPE_V6E: 0.004,
+        "TPU-v6e-16-head": 1.0,
+    }
     assert plan.slices == 1 and heads(plan) == {0: "TPU-v6e-16-head"}
     assert [plan.slice_of(w) for w in range(4)] == [0, 0, 0, 0]
     assert plan.placement_strategy == "STRICT_SPREAD"  # never two workers on one host
@@ -187,18 +242,37 @@ def test_two_of_each_hosts_four_chips_still_one_worker_per_host() -> None:
     assert eight.slices == 2 and eight.total_resources["TPU"] == 16.0
 
 
+@pytest.mark.parametrize("spelled", ["v6e", "TPU-V6E", "v6e-16", "trillium"])
+def test_a_tpu_plan_asks_for_the_type_its_hosts_advertise(spelled: str) -> None:
+    """Ray v2 puts ``accelerator_type:<type>`` in every TPU worker's bundle; here the key is the
+    label the slice's hosts advertise (the recorded v6e host's), however the type is spelled."""
+    plan = ScalingConfig(4, use_tpu=True, topology="4x4", accelerator_type=spelled)
+    assert plan.tpu is not None and plan.tpu.type_label == "TPU-V6E"
+    assert plan.accelerator_type_demand == {TYPE_V6E: 0.001}
+    assert all(bundle[TYPE_V6E] == 0.001 for bundle in plan.bundles)
+    from accelkit.host import load_snapshot
+
+    node = accelkit.detect_node(load_snapshot(ROOT / "examples" / "nodes" / "tpu-v6e-8"))
+    assert TYPE_V6E in node.resources
+    v5e = ScalingConfig(4, use_tpu=True, topology="4x4", accelerator_type="v5e")
+    assert v5e.accelerator_type_demand == {"accelerator_type:TPU-V5LITEPOD": 0.001}
+
+
 def test_a_v4_2x2x4_slice() -> None:
     """``ScalingConfig(num_workers=4, use_tpu=True, topology="2x2x4",
     accelerator_type="TPU-V4")``: "For TPUs, accelerator_type specifies the TPU generation"."""
     plan = ScalingConfig(num_workers=4, use_tpu=True, topology="2x2x4", accelerator_type="TPU-V4")
     assert plan.tpu is not None
     assert (plan.tpu.chips, plan.tpu.hosts, plan.tpu.pod_type) == (16, 4, "v4-32")
-    assert plan.per_worker_resources == {"CPU": 1.0, "TPU": 4.0}
-    assert (
-        plan.bundles
-        == [{"CPU": 1.0, "TPU": 4.0, "TPU-v4-32-head": 1.0}] + [{"CPU": 1.0, "TPU": 4.0}] * 3
-    )
-    assert plan.total_resources == {"CPU": 4.0, "TPU": 16.0, "TPU-v4-32-head": 1.0}
+    worker = {"CPU": 1.0, "TPU": 4.0, "accelerator_type:TPU-V4": 0.001}
+    assert plan.per_worker_resources == worker
+    assert plan.bundles == [{**worker, "TPU-v4-32-head": 1.0}] + [worker] * 3
+    assert plan.total_resources == {
+        "CPU": 4.0,
+        "TPU": 16.0,
+        "accelerator_type:TPU-V4": 0.004,
+        "TPU-v4-32-head": 1.0,
+    }
     assert plan.slices == 1 and heads(plan) == {0: "TPU-v4-32-head"}
     assert [plan.slice_of(w) for w in range(4)] == [0, 0, 0, 0]
 
@@ -232,8 +306,8 @@ def test_the_readme_shows_the_override_as_it_plans() -> None:
     tpu = namespace["tpu"]
     assert isinstance(tpu, ScalingConfig)
     assert tpu.bundles[:2] == [
-        {"TPU": 2.0, "CPU": 1.0, "TPU-v6e-16-head": 1.0},
-        {"TPU": 2.0, "CPU": 1.0},
+        {"TPU": 2.0, "CPU": 1.0, TYPE_V6E: 0.001, "TPU-v6e-16-head": 1.0},
+        {"TPU": 2.0, "CPU": 1.0, TYPE_V6E: 0.001},
     ]
     assert (tpu.slices, tpu.placement_strategy, tpu.slice_of(3)) == (1, "STRICT_SPREAD", 0)
 
@@ -339,7 +413,15 @@ def test_backends_come_from_the_families() -> None:
             r"resources_per_worker\['GPU'\] 1\.5 is above 1",
         ),
         ({"accelerator": "mlu"}, r"accelerator 'mlu' is no family or resource; known: "),
-        ({"accelerator_type": "A100"}, r"accelerator_type 'A100' needs an accelerator"),
+        (
+            {"resources_per_worker": {"CPU": 0}},
+            r"resources_per_worker gives each worker CPU 0, so it asks for nothing, .*empty bundle",
+        ),
+        (
+            {"use_gpu": True, "accelerator_type": "A100", "resources_per_worker": {TYPE_A100: 0}},
+            r"names accelerator_type 'A100', but resources_per_worker gives each worker "
+            r"accelerator_type:A100 0; give a positive amount or drop accelerator_type",
+        ),
         ({"use_gpu": True, "resources_per_worker": {"CPU": -1}}, r"resources_per_worker\['CPU'\]"),
     ],
 )
@@ -485,6 +567,8 @@ def test_slices_are_shaped_by_the_tpu_plugin() -> None:
 
     found = tpu_slice("v6e", "4x4")
     assert isinstance(found, TpuSlice)
+    assert isinstance(found, PodSlice)
+    assert not isinstance(("v6e", "4x4"), PodSlice)
     assert accelkit.get_manager("tpu").slice_shape("v6e", "4x4") == found  # type: ignore[attr-defined]
 
 
@@ -511,6 +595,36 @@ def test_a_family_without_slice_shapes_says_so() -> None:
     message = r"no slice shapes from family 'tpu': its manager has no slice_shape\(\) method"
     with pytest.raises(ValueError, match=message):
         tpu_slice("v6e", "4x4", registry=plugins)
+    with pytest.raises(ValueError, match=message):
+        ScalingConfig(4, use_tpu=True, accelerator_type="v6e", topology="4x4", registry=plugins)
+
+
+class OldSlice(NamedTuple):
+    """A slice record written before PodSlice named the type label."""
+
+    chips: int
+    chips_per_host: int
+    hosts: int
+    pod_type: str
+    head_resource: str
+
+
+class OldShapesTpuManager(SlicelessTpuManager):
+    """A third-party TPU family whose slice shapes lack ``type_label``."""
+
+    def slice_shape(self, accelerator_type: str, topology: str) -> OldSlice:
+        return OldSlice(16, 4, 4, "v6e-16", "TPU-v6e-16-head")
+
+
+class OldShapesTpuPlugin:
+    @accelkit.hookimpl
+    def accelkit_register_managers(self) -> list[accelkit.AcceleratorManager]:
+        return [OldShapesTpuManager()]
+
+
+def test_a_slice_shape_without_a_pod_slices_fields_is_named() -> None:
+    plugins = accelkit.Registry([OldShapesTpuPlugin()], autoload=False)
+    message = r"family 'tpu' shaped OldSlice\(.*\), which is no PodSlice: .*type_label"
     with pytest.raises(ValueError, match=message):
         ScalingConfig(4, use_tpu=True, accelerator_type="v6e", topology="4x4", registry=plugins)
 
