@@ -306,6 +306,19 @@ def test_a_path_that_names_a_directory_is_refused_with_a_file_to_give(
     assert sorted(tmp_path.iterdir()) == []
 
 
+def test_an_existing_directory_or_a_device_is_refused_before_anything_is_made(
+    tmp_path: Path,
+) -> None:
+    """``--ledger /srv/ledgers`` (a directory, without its slash) made ``/srv/ledgers.lock`` and
+    then failed with "Is a directory"; ``/dev/null`` read as a corrupt ledger, to be removed."""
+    (tmp_path / "ledgers").mkdir()
+    with pytest.raises(LedgerError, match=r"names a directory.*ledgers/ledger\.json"):
+        Ledger(str(tmp_path / "ledgers"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ledgers"]
+    with pytest.raises(LedgerError, match=r"'/dev/null' names no regular file"):
+        Ledger("/dev/null")
+
+
 def test_the_ledger_keeps_its_path_as_given_and_shows_it_as_a_path(ledger_path: Path) -> None:
     """``Ledger.path`` is a ``Path`` (built on request), and the processes of a grant are told the
     ledger by the path it was given."""

@@ -84,16 +84,22 @@ def grant_named(value: str) -> tuple[int, str]:
 def absolute(path: str, source: str) -> str:
     """``path`` as the ledger's path; a relative one is refused, ``source`` saying where it came
     from: it would name another ledger in every working directory, and the processes of one
-    node must meet in one file. So is one that names a directory: it names no file."""
+    node must meet in one file. So is one that names a directory, or anything but a regular
+    file: no ledger can be kept there (``/dev/null`` read as a corrupt ledger)."""
     if not os.path.isabs(path):
         raise LedgerError(
             f"{source} is a relative path, which would give every working directory its own "
             f"ledger; give an absolute path (e.g. {os.path.abspath(path or '.')})"
         )
-    if _names_a_directory(path):
+    if _names_a_directory(path) or os.path.isdir(path):
         raise LedgerError(
             f"{source} names a directory, not the ledger's file; give the file's path (e.g. "
             f"{os.path.join(path, 'ledger.json')})"
+        )
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise LedgerError(
+            f"{source} names no regular file (a device, a pipe or a socket), which cannot be "
+            "a ledger: give the path of a file, or of one to make"
         )
     return path
 
