@@ -36,6 +36,15 @@ def test_acquire_release_and_grants(ledger_path: Path, h100: Node) -> None:
     assert data["grants"][0]["user"] == os.getuid() and data["grants"][0]["parent"] is None
 
 
+def test_env_refuses_a_string_hide_others_whatever_the_node(ledger_path: Path, h100: Node) -> None:
+    ledger = Ledger(ledger_path, h100)
+    grant = ledger.acquire({"GPU": 1})
+    assert grant is not None
+    with pytest.raises(TypeError, match="not the string 'amd'"):
+        ledger.env(grant, {}, hide_others="amd")  # type: ignore[arg-type]
+    ledger.release(grant)
+
+
 def test_two_ledger_objects_on_one_file_never_hand_out_a_device_twice(
     ledger_path: Path, h100: Node
 ) -> None:

@@ -128,6 +128,14 @@ def test_hide_others_may_name_the_families_to_hide() -> None:
     assert grant.env(NO_ENV, hide_others=1, hooks=False) == every != unhidden  # type: ignore[arg-type]
 
 
+def test_a_string_hide_others_is_refused_on_a_node_of_one_family_too() -> None:
+    # with nothing to hide, a string used to pass: code passing its tests on a one-family node
+    # then failed on a mixed one
+    grant = grant_of({"GPU": 1}, devices("nvidia", 2))
+    with pytest.raises(TypeError, match=r"not the string 'amd': write \['amd'\]"):
+        grant.env(NO_ENV, hide_others="amd", hooks=False)  # type: ignore[arg-type]
+
+
 def test_hiding_a_family_whose_plugin_is_not_loaded_says_so() -> None:
     grant = grant_of({"NPU": 1}, devices("nvidia", 2), devices("ascend", 2))
     plugins = registry.Registry(

@@ -141,7 +141,8 @@ class Grant:
         variable. Families of the node that the grant does not touch are left as inherited,
         unless ``hide_others`` makes them see nothing: True hides every one, a collection of
         family names those it names (``accelkit run -r GPU=0 -r NPU=1`` hides the GPU
-        families, as Ray does for a task that asks for no GPU). ``base_env`` is the environment the
+        families, as Ray does for a task that asks for no GPU); a bare string is a
+        ``TypeError``, whatever the node. ``base_env`` is the environment the
         worker inherits (default ``os.environ``); a family with ``ACCELKIT_NOSET_<FAMILY>=1``
         there is left alone. ``peers`` are the grants of workers beside this one on the node:
         a family that declares ``Frameworks.shared_visibility`` then shows every peer's ids

@@ -70,6 +70,7 @@ def worker_env(
     """``Grant.env``: the rules above, in order, for a worker inheriting ``inherited``."""
     from accelkit.registry import resolve
 
+    _check_hide_others(hide_others)
     plugins = resolve(registry)
     shown, env = shown_ids(grant, plugins, peers)
     for family, ids in families_to_write(grant, shown, inherited, hide_others):
@@ -141,16 +142,21 @@ def families_to_write(
             yield family, list(ids)
 
 
-def _hides(hide_others: Union[bool, Collection[str]], family: str) -> bool:
-    """Whether ``hide_others`` hides ``family``: a collection of family names hides those (one
-    the node lacks hides nothing), anything else by its truth, as before collections were
-    taken (``numpy.bool_``, ``None``); a bare string is refused, as it would be read letter by
-    letter."""
+def _check_hide_others(hide_others: Union[bool, Collection[str]]) -> None:
+    """Refuse a bare string, which would be read letter by letter. Checked before any family
+    is looked at: were it checked only when a family is to be hidden, a string would pass on a
+    node whose only family is granted, and fail the same code on a node with another."""
     if isinstance(hide_others, str):
         raise TypeError(
             f"hide_others takes True, False or a collection of family names, not the string "
             f"{hide_others!r}: write [{hide_others!r}]"
         )
+
+
+def _hides(hide_others: Union[bool, Collection[str]], family: str) -> bool:
+    """Whether ``hide_others`` hides ``family``: a collection of family names hides those (one
+    the node lacks hides nothing), anything else by its truth, as before collections were
+    taken (``numpy.bool_``, ``None``)."""
     if isinstance(hide_others, Collection):
         return family in hide_others
     return bool(hide_others)
