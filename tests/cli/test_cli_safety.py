@@ -121,6 +121,28 @@ def test_host_replays_the_snapshots_vendor_variables_and_takes_the_operators(
     ]
 
 
+def test_host_takes_every_accelkit_variable_from_the_shell_as_help_and_readme_say(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not only the two detection reads: a NOSET and the plugin switches apply too."""
+    node = str(NODES / "nvidia-h100-8gpu")
+    readme = " ".join((NODES.parents[1] / "README.md").read_text().split())
+    assert "only `ACCELKIT_*` variables come from this shell, all of them" in readme
+    _, helped, _ = cli(capsys, "ls", "--help")
+    assert "only ACCELKIT_* ones come from this shell" in " ".join(helped.split())
+    monkeypatch.setenv("ACCELKIT_NOSET_NVIDIA", "1")
+    code, out, _ = cli(capsys, "env", "-r", "GPU=1", "--host", node)
+    assert code == 0 and "CUDA_VISIBLE_DEVICES" not in out
+    monkeypatch.delenv("ACCELKIT_NOSET_NVIDIA")
+    listed = subprocess.run(
+        [sys.executable, "-m", "accelkit.cli", "ls", "--json", "--host", node],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ACCELKIT_DISABLE_PLUGINS": "nvidia"},
+    )
+    assert listed.returncode == 0 and json.loads(listed.stdout)["devices"] == []
+
+
 def test_host_says_nothing_of_the_shells_vendor_variables(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
