@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 from accelkit import registry
 from fake_dists import PLUGIN_VARS, FakeSite
 
+NODES = Path(__file__).resolve().parents[2] / "examples" / "nodes"
 BUILTINS = ["nvidia", "amd", "intel", "neuron", "tpu", "gaudi", "ascend", "hints"]
 
 
@@ -126,6 +128,61 @@ def test_host_counts_only_the_devices_a_family_offers(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     devices = {r["name"]: r.get("devices") for r in json.loads(result.stdout)}
     assert devices["nvidia"] == {"nvidia": 2}
+
+
+def test_host_shows_each_plugins_detection_problems(tmp_path: Path) -> None:
+    """A layer cut by its budget is the plugin's problem, as in `accelkit ls -v`; the counts
+    come from that same detection."""
+    snapshot = tmp_path / "snap"
+    shutil.copytree(NODES / "nvidia-h100-8gpu", snapshot)
+    manifest = json.loads((snapshot / "snapshot.json").read_text())
+    manifest["commands"][0] = {"argv": manifest["commands"][0]["argv"], "error": "timeout"}
+    (snapshot / "snapshot.json").write_text(json.dumps(manifest))
+    result = accelkit("plugins", "--json", "--host", str(snapshot))
+    assert result.returncode == 0, result.stderr
+    nvidia = next(r for r in json.loads(result.stdout) if r["name"] == "nvidia")
+    assert nvidia["devices"] == {"nvidia": 8}  # from sysfs, the next layer
+    assert len(nvidia["problems"]) == 1 and "timed out" in nvidia["problems"][0]
+    table = accelkit("plugins", "--host", str(snapshot)).stdout
+    assert "timed out" in next(line for line in table.splitlines() if line.startswith("nvidia "))
+
+
+SLEEPY = """
+import pathlib, time
+from accelkit import AcceleratorManager, hookimpl
+
+class Manager(AcceleratorManager):
+    name = "sleepy"
+    resource_name = "SLEEPY"
+
+    def detect(self, host):
+        pathlib.Path(__file__).with_name("detected").touch()
+        time.sleep(30)
+        return []
+
+@hookimpl
+def accelkit_register_managers():
+    return [Manager()]
+"""
+
+
+def test_detect_shows_a_hung_plugin_and_without_it_nothing_is_detected(tmp_path: Path) -> None:
+    site = FakeSite(tmp_path)
+    site.add("accelkit-sleepy", {"sleepy": "sleepy_plugin"}, {"sleepy_plugin": SLEEPY})
+    listed = accelkit("plugins", "--json", pythonpath=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    sleepy = next(r for r in json.loads(listed.stdout) if r["name"] == "sleepy")
+    assert sleepy["problems"] == [] and "devices" not in sleepy
+    assert not (tmp_path / "detected").exists(), "a plain `accelkit plugins` detects nothing"
+    result = accelkit(
+        "plugins", "--json", "--detect", pythonpath=tmp_path, ACCELKIT_DETECT_TIMEOUT="0.5"
+    )
+    assert result.returncode == 0, result.stderr
+    sleepy = next(r for r in json.loads(result.stdout) if r["name"] == "sleepy")
+    assert sleepy["devices"] == {"sleepy": None}
+    assert sleepy["problems"] == [
+        "detect() did not finish within 0.5s (ACCELKIT_DETECT_TIMEOUT); no devices"
+    ]
 
 
 def test_help_documents_the_exit_status() -> None:

@@ -8,7 +8,6 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from accelkit._faults import PLUGIN_FAULTS
 from accelkit.cli import EXIT_FAILED, EXIT_OK
 from accelkit.cli._common import autoload_off_line, host_from_args, print_json, table
 
@@ -25,8 +24,10 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
             "List every accelkit plugin this Python environment provides: the built-ins and the "
             "entry points of group 'accelkit', with their distribution, status and families. "
             "Honours ACCELKIT_DISABLE_PLUGINS, ACCELKIT_DISABLE_PLUGIN_AUTOLOAD and "
-            "ACCELKIT_REQUIRE_PLUGINS. With --host DIR, also count each family's devices in that "
-            "snapshot."
+            "ACCELKIT_REQUIRE_PLUGINS. With --detect, or --host DIR, also detect the node as "
+            "`accelkit ls` does, within the same time budgets: each family's devices, and each "
+            "plugin's problems (its detection's errors, a vendor command or library cut by its "
+            "budget included). Without, nothing is detected."
         ),
         epilog=(
             "Exit status: 0 when every plugin is ok, disabled or replaced; 1 when a plugin failed "
@@ -35,6 +36,12 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--json", action="store_true", help="print a JSON list with one record per plugin"
+    )
+    parser.add_argument(
+        "--detect",
+        action="store_true",
+        help="detect this machine (--host DIR: that snapshot, which implies it) and show each "
+        "family's devices and each plugin's problems",
     )
     parser.set_defaults(run=run)
 
@@ -46,13 +53,14 @@ def run(args: argparse.Namespace) -> int:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", registry.PluginWarning)
-        report = registry.plugin_report()
         try:
             registry.managers()
             required_error = None
         except PluginError as exc:
             required_error = str(exc)
-    counts = _device_counts(args) if args.host and not required_error else None
+        detect = (args.detect or args.host) and not required_error
+        counts = _device_counts(args) if detect else None
+        report = registry.plugin_report()  # after detection: it carries each plugin's problems
     records = [info.to_dict() for info in report]
     if counts is not None:
         for record in records:
@@ -71,21 +79,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _device_counts(args: argparse.Namespace) -> dict[str, Optional[int]]:
-    """Devices each family offers in the ``--host`` snapshot (None where detection raised):
-    not those its runtime counts but no worker may use (``Device.offered`` False)."""
-    from accelkit import registry
-    from accelkit.diagnostics import collecting
-    from accelkit.registry import variables_read
+    """Devices each family offers, from one node detection as ``accelkit ls`` runs it, so its
+    time budgets apply and each family's errors reach the plugin report. Counted: what the
+    family's ``detect()`` returned that a worker may use (``Device.offered``), before the
+    operator's visibility variables, exclusions and overrides, which say nothing of the plugin.
+    None where errors left the family without a device: not known, rather than none."""
+    from accelkit.node._detect import run_detection
+    from accelkit.registry import default_registry
 
-    host = host_from_args(args)
+    detection = run_detection(host_from_args(args), default_registry())
+    failed = {d.family for d in detection.node.diagnostics if d.level == "error"}
     counts: dict[str, Optional[int]] = {}
-    for manager in registry.managers():
-        with collecting(manager.name):
-            try:  # the manager sees its declared variables only, as in node detection
-                view = host.view(variables_read(manager))
-                counts[manager.name] = sum(1 for d in manager.detect(view) if d.offered)
-            except PLUGIN_FAULTS:
-                counts[manager.name] = None
+    for family in detection.families:
+        name = family.manager.name
+        unknown = not family.detected and name in failed
+        counts[name] = None if unknown else sum(1 for d in family.detected if d.offered)
     return counts
 
 
