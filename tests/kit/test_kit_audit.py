@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.abc
 import importlib.util
 import multiprocessing
 import os
@@ -164,6 +165,65 @@ def test_the_import_system_may_read_modules_data_and_write_bytecode(
         assert (package / "ids.json").read_text() == "{}"
     assert module.X == 1 and audit.events == []
     assert list((package / "__pycache__").iterdir())  # bytecode was written, and allowed
+
+
+def test_a_package_first_imported_in_an_audit_stays_importable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An editable install maps a package outside sys.path (accelkit_plugins, in a checkout): its
+    directory is no import root, and importlib lists it to find a submodule. Blocked, that
+    listing was cached as empty, and the submodules stayed unimportable after the audit."""
+    package = tmp_path / "mappedpkg"
+    package.mkdir()
+    for name in ("__init__", "inside", "after"):
+        (package / f"{name}.py").write_text("X = 1\n")
+
+    class Mapped(importlib.abc.MetaPathFinder):
+        def find_spec(self, name: str, path: object, target: object = None) -> object:
+            if name != "mappedpkg":
+                return None
+            init, search = package / "__init__.py", [str(package)]
+            return importlib.util.spec_from_file_location(
+                name, init, submodule_search_locations=search
+            )
+
+    monkeypatch.setattr(sys, "meta_path", [Mapped(), *sys.meta_path])
+    for name in ("mappedpkg", "mappedpkg.inside", "mappedpkg.after"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    with watching(FakeHost()) as audit:
+        assert importlib.import_module("mappedpkg.inside").X == 1
+    assert audit.events == []
+    assert importlib.import_module("mappedpkg.after").X == 1
+
+
+def test_the_audit_fixture_records_only_the_plugins_own_doing(pytester: pytest.Pytester) -> None:
+    """In a fresh process, as a plugin author runs it: the registry's first use (its variables,
+    every plugin's import) is accelkit's, not the plugin's, and must not break later tests."""
+    pytester.makepyfile(
+        test_acme="""
+        import accelkit
+
+        def test_detect(accelkit_hosts, accelkit_audit):
+            host = accelkit_hosts("acme", 2)
+            with accelkit_audit(host) as audit:
+                devices = accelkit.get_manager("acme").detect(host)
+            assert len(devices) == 2
+            assert not audit.events, audit.summary()
+
+        def test_a_registry_of_its_own(accelkit_hosts, accelkit_audit):
+            host = accelkit_hosts("acme", 1)
+            mine = accelkit.Registry()
+            with accelkit_audit(host, registry=mine) as audit:
+                devices = mine.get_manager("acme").detect(host)
+            assert len(devices) == 1 and not audit.events, audit.summary()
+
+        def test_the_builtins_still_load_after():
+            broken = [(p.name, p.error) for p in accelkit.plugin_report() if p.status != "ok"]
+            assert broken == []
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "accelkit.testing", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
 
 
 def test_opening_a_socket_is_blocked() -> None:

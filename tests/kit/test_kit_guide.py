@@ -125,6 +125,12 @@ def test_the_python_sessions_run_as_shown(title: str, monkeypatch: pytest.Monkey
     assert len(test.examples) > 3
 
 
+def test_the_audit_fixture_snippet_passes(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_audit=block("snippet", "audit fixture"))
+    result = pytester.runpytest_subprocess("-p", "accelkit.testing", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
 def test_the_example_node_is_what_the_fake_node_snippet_records(tmp_path: Path) -> None:
     (tmp_path / "make_node.py").write_text(block("snippet", "fake node"))
     made = run_python("make_node.py", cwd=tmp_path)

@@ -7,8 +7,8 @@ server while under test):
 - opening, listing or testing a path (``open``, ``os.listdir``, ``os.scandir``, ``glob``, and
   ``os.stat``, ``os.lstat``, ``os.access`` and ``os.readlink``, which have no audit event and so
   are wrapped while an audit is active: ``os.path.exists("/dev/acme0")`` and ``shutil.which`` are
-  caught too) outside the host's root, except what Python's own import system reads (modules,
-  bytecode, ``sys.path`` entries and package directories, which hold a plugin's own data files);
+  caught too) outside the host's root, except what importlib reads (modules, bytecode, the
+  directories it lists, and ``sys.path`` entries and package directories, for data files);
   ``/sys``, ``/proc``, ``/dev``, ``/etc`` and ``/run`` are never allowed outside the root;
 - changing any file (writing, creating, removing, renaming, ``chmod``...), inside the root too,
   except the bytecode the import system caches;
@@ -43,7 +43,7 @@ import sys
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Any, Callable, Optional
 
 from accelkit.host import Host
@@ -266,11 +266,25 @@ class Audit:
             return False
         if event in ("open", "os.stat", "os.lstat") and _is_import_artifact(real):
             return True
-        return any(_under(real, base) for base in self.import_roots)
+        return any(_under(real, base) for base in self.import_roots) or _by_import_system()
 
 
 def _under(path: str, base: str) -> bool:
     return path == base or path.startswith(base.rstrip(os.sep) + os.sep)
+
+
+_IMPORT_SYSTEM = frozenset({"importlib._bootstrap", "importlib._bootstrap_external", "zipimport"})
+"""The modules of Python's import system, whose own reads an audit allows outside machine dirs."""
+
+
+def _by_import_system() -> bool:
+    """Whether the first caller outside this module is importlib: a finder listing a directory
+    no import root holds yet (a package first imported in the audit, mapped outside ``sys.path``
+    by an editable install) would, blocked, cache it as empty for the rest of the process."""
+    frame: Optional[FrameType] = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back
+    return frame is not None and frame.f_globals.get("__name__") in _IMPORT_SYSTEM
 
 
 def _is_import_artifact(path: str) -> bool:

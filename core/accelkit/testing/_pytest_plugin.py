@@ -6,17 +6,19 @@ entry point), so installing accelkit changes no other project's test run.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import pytest
 
 from accelkit.host import Host
+from accelkit.registry import Registry, resolve
 from accelkit.testing._audit import Audit, watching
 from accelkit.testing.fakes import host_builder
 
 HostMaker = Callable[[str, int], Host]
-AuditContext = Callable[[Host], "contextlib.AbstractContextManager[Audit]"]
+AuditContext = Callable[..., "contextlib.AbstractContextManager[Audit]"]
 
 
 @pytest.fixture
@@ -45,5 +47,21 @@ def accelkit_hosts(tmp_path: Path) -> HostMaker:
 @pytest.fixture
 def accelkit_audit() -> AuditContext:
     """``with accelkit_audit(host) as audit: ...``: record (and block) every access the code in
-    the block makes outside ``host``; then ``assert not audit.events``."""
-    return watching
+    the block makes outside ``host``; then ``assert not audit.events``.
+
+    Takes :func:`~accelkit.testing._audit.watching`'s ``libraries`` (the plugin's own vendor
+    modules), and ``registry``: the plugins the block uses (None: the default registry). That
+    registry is loaded before recording starts, as its first use reads accelkit's own variables
+    (``ACCELKIT_DISABLE_PLUGINS``, ...) and imports every plugin: accelkit's doing, not the
+    code under test's, and loaded inside the audit it would be recorded against that code.
+    """
+
+    @contextlib.contextmanager
+    def audit(
+        host: Host, libraries: Iterable[str] = (), registry: Optional[Registry] = None
+    ) -> Iterator[Audit]:
+        resolve(registry).report()
+        with watching(host, libraries) as found:
+            yield found
+
+    return audit
