@@ -34,6 +34,19 @@ def test_ps_with_host_says_what_of_that_node_is_free(tmp_path: Path) -> None:
     assert holder.wait(timeout=60) == 0
 
 
+def test_ps_says_when_nothing_has_used_the_ledger_it_lists(tmp_path: Path) -> None:
+    """A mistyped ``--ledger`` listed as an idle node; ``ps`` says there is no such file (or
+    directory) yet, and still lists it (a fresh node has none either)."""
+    unused = run(tmp_path / "ledger.json", "ps")
+    assert unused.returncode == 0
+    assert unused.stdout.splitlines()[0].endswith(
+        "(no such file yet: nothing has used this ledger)"
+    )
+    typo = run(tmp_path / "ledgers" / "ledger.json", "ps")
+    assert typo.returncode == 0
+    assert f"(no such directory: {tmp_path / 'ledgers'}; nothing" in typo.stdout.splitlines()[0]
+
+
 LIST = 'mount --bind -o ro "$1" "$1" && shift && exec "$@"'
 
 

@@ -25,6 +25,8 @@ from accelkit.cli._common import (
 from accelkit.schedule._grant import devices_text, grant_text, shared_resources
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from accelkit.device import Device
     from accelkit.ledger._ledger import Ledger
     from accelkit.ledger._views import Holding, LedgerView
@@ -101,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             }
         )
         return EXIT_OK
-    print(f"ledger {view.path} ({view.node or 'no node yet'})")
+    print(f"ledger {view.path} ({view.node or _unused(view.path)})")
     rows = [
         [
             "    " * (depth - 1) + (STEP if depth else "") + str(h.holder.pid),
@@ -202,3 +204,13 @@ def _age(seconds: float) -> str:
     if whole < 3600:
         return f"{whole // 60}m{whole % 60:02d}s"
     return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def _unused(path: Path) -> str:
+    """What a ledger that never served a node is: a path mistyped (or a directory that does not
+    exist) reads as an idle node otherwise."""
+    if not path.parent.is_dir():
+        return f"no such directory: {path.parent}; nothing has used this ledger"
+    if not path.exists():
+        return "no such file yet: nothing has used this ledger"
+    return "no node yet"
