@@ -243,6 +243,28 @@ def test_a_change_the_file_system_cannot_hold_leaves_the_ledger_as_it_was(
     )
 
 
+def test_a_lock_file_removed_meanwhile_is_not_locked_alone(ledger_path: Path, h100: Node) -> None:
+    """A lock file removed while a process keeps it open (``rm``, a temp-dir cleaner) left that
+    process locking a file no other opened any more: both decided at once. The process finds
+    the lock gone once it holds it, and takes the path's lock, waiting for whoever has it."""
+    ledger = Ledger(ledger_path, h100)
+    assert ledger.acquire({"GPU": 1}) is not None  # its lock file is open from now on
+    lock = Path(str(ledger_path) + ".lock")
+    lock.unlink()
+    argv = [sys.executable, "-c", LOCK_AND_DIE, str(lock)]  # makes the lock again, and holds it
+    locker = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert locker.stdout is not None and locker.stdout.readline() == "locked\n"
+    done = threading.Event()
+    deciding = threading.Thread(target=lambda: (ledger.acquire({"GPU": 1}), done.set()))
+    deciding.start()
+    assert not done.wait(0.5)  # waits for the lock the other process holds
+    locker.kill()
+    locker.wait(timeout=30)
+    assert done.wait(30)
+    deciding.join()
+    assert [g.ids for g in ledger.grants()] == [{"GPU": ["0"]}, {"GPU": ["1"]}]
+
+
 def test_a_reboot_reclaims_everything(ledger_path: Path, h100: Node) -> None:
     ledger = Ledger(ledger_path, h100)
     assert ledger.acquire({"GPU": 8}) is not None

@@ -1,4 +1,4 @@
-"""The ledger's file: its JSON layout, the lock, and the atomic replace (where it lives:
+"""The ledger's file: reading it, the lock, and the atomic replace (where it lives:
 :mod:`accelkit.ledger._location`).
 
 Every change happens under an exclusive ``fcntl.flock`` on a lock file beside the ledger (the
@@ -7,30 +7,9 @@ a temporary file that ``os.replace`` then moves over the ledger, so a reader see
 or the new one, never half of one, whenever a writer is killed. The lock is the kernel's: it
 goes with its process, so a holder killed while deciding blocks nobody.
 
-Layout (``"version": 4``)::
-
-    {"version": 4, "boot": "<boot id>", "host": "<host name>",
-     "node": {"fingerprint": "...", "summary": "GPU=8"},
-     "next_ticket": 3,
-     "grants": [{"grant": <Grant.to_dict()>, "holder": {"pid": 41, "start": 9912}, "since": T,
-                 "user": 1000, "parent": null, "note": null}],
-     "queue": [{"ticket": 2, "holder": {...}, "wants": "GPU=1", "since": T, "user": 1000,
-                "parent": null}]}
-
-``user`` is the uid that took the grant (``accelkit ps`` shows it: in a group's ledger the pid
-alone does not say whose work it is); ``parent`` is the token of the grant a step was taken
-from (null at the node's level); ``note`` says what the holder is, for ``accelkit ps``, when its
-command line would not. A device in a grant may carry its ``minor`` (version 3: an accelkit
-reading version 2 refuses that key as corrupt, so the layout names the newer version instead).
-``host`` (version 4) names the machine that wrote it: records under another boot id are a
-reboot's leftovers on this machine, but another machine's live grants on another one (a ledger
-on a network file system), which are refused rather than dropped.
-Version 1, 2 and 3 files are read as they are, so a node's accelkit can be upgraded while grants
-are live; an older accelkit refuses a newer version with a message naming it rather than
-calling the file corrupt.
-
-A file that does not read as this layout is reported, naming the file and what to do; it is never
-reset silently, since a reset would hand out devices that running processes hold.
+A file that does not read as a ledger (its layout and parsing: :mod:`accelkit.ledger._state`)
+is reported, naming the file and what to do; it is never reset silently, since a reset would
+hand out devices that running processes hold.
 """
 
 from __future__ import annotations
@@ -43,142 +22,14 @@ import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from math import isfinite
-from typing import Any, Optional
+from typing import Optional
 
-from accelkit._json import check_keys
 from accelkit.errors import LedgerError
-from accelkit.ledger._holder import Holder, boot_id, host_name
+from accelkit.ledger._holder import boot_id, host_name
 from accelkit.ledger._location import LEDGER_VAR
+from accelkit.ledger._state import READS, VERSION, LedgerState, state_from_dict
 
-__all__ = [
-    "READS",
-    "VERSION",
-    "LedgerFile",
-    "LedgerState",
-    "Record",
-    "Ticket",
-]
-
-VERSION = 4
-"""The layout this accelkit writes."""
-READS = (1, 2, 3, VERSION)
-"""The layouts it reads (an older file as it is); any other is refused with a message."""
-
-_REQUIRED = ("version", "boot", "node", "next_ticket", "grants", "queue")
-_KEYS = (*_REQUIRED, "host")
-_RECORD_REQUIRED = ("grant", "holder", "since")
-_RECORD_KEYS = (*_RECORD_REQUIRED, "user", "parent", "note")
-_TICKET_REQUIRED = ("ticket", "holder", "wants", "since")
-_TICKET_KEYS = (*_TICKET_REQUIRED, "user", "parent", "sees")
-
-
-class Record:
-    """A live grant: its ``Grant.to_dict()``, its holder, since when (epoch seconds), the uid
-    that took it (None in version 1 files), the grant it is a step of, and a note for people."""
-
-    __slots__ = ("grant", "holder", "note", "parent", "since", "user")
-
-    def __init__(
-        self,
-        grant: dict[str, Any],
-        holder: Holder,
-        since: float,
-        user: Optional[int] = None,
-        parent: Optional[int] = None,
-        note: Optional[str] = None,
-    ) -> None:
-        self.grant = grant
-        self.holder = holder
-        self.since = since
-        self.user = user
-        self.parent = parent
-        self.note = note
-
-    @property
-    def token(self) -> int:
-        token: int = self.grant["token"]
-        return token
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "grant": self.grant,
-            "holder": self.holder.to_dict(),
-            "since": self.since,
-            "user": self.user,
-            "parent": self.parent,
-            "note": self.note,
-        }
-
-
-class Ticket:
-    """A request waiting its turn: arrival number, holder, what it wants (text), since when, the
-    uid that asked, the grant whose devices it waits for (None: the node's), and the devices it
-    could take there when it sees only some of them (None: every one)."""
-
-    __slots__ = ("holder", "parent", "sees", "since", "ticket", "user", "wants")
-
-    def __init__(
-        self,
-        ticket: int,
-        holder: Holder,
-        wants: str,
-        since: float,
-        user: Optional[int] = None,
-        parent: Optional[int] = None,
-        sees: Optional[frozenset[tuple[str, str]]] = None,
-    ) -> None:
-        self.ticket = ticket
-        self.holder = holder
-        self.wants = wants
-        self.since = since
-        self.user = user
-        self.parent = parent
-        self.sees = sees
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "ticket": self.ticket,
-            "holder": self.holder.to_dict(),
-            "wants": self.wants,
-            "since": self.since,
-            "user": self.user,
-            "parent": self.parent,
-            "sees": None if self.sees is None else [list(key) for key in sorted(self.sees)],
-        }
-
-
-class LedgerState:
-    """The ledger's content while the lock is held; ``changed`` makes the writer save it."""
-
-    __slots__ = ("boot", "changed", "grants", "host", "next_ticket", "node", "queue")
-
-    def __init__(
-        self,
-        boot: str,
-        node: Optional[dict[str, str]] = None,
-        next_ticket: int = 1,
-        host: Optional[str] = None,
-    ) -> None:
-        self.boot = boot
-        self.host = host
-        """The machine that wrote the state (None in files before version 4)."""
-        self.node = node
-        self.next_ticket = next_ticket
-        self.grants: list[Record] = []
-        self.queue: list[Ticket] = []
-        self.changed = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "version": VERSION,
-            "boot": self.boot,
-            "host": self.host,
-            "node": self.node,
-            "next_ticket": self.next_ticket,
-            "grants": [r.to_dict() for r in self.grants],
-            "queue": [t.to_dict() for t in self.queue],
-        }
+__all__ = ["LedgerFile"]
 
 
 class LedgerFile:
@@ -205,8 +56,7 @@ class LedgerFile:
     def locked(self) -> Iterator[LedgerState]:
         """The current state, under the exclusive lock; saved on exit if ``changed`` is set."""
         with self._threads:
-            fd = self._lock_fd()
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fd = self._locked_fd()
             try:
                 state = self._read()
                 yield state
@@ -230,6 +80,20 @@ class LedgerFile:
         return self._read()
 
     # -- the lock ----------------------------------------------------------------------------
+    def _locked_fd(self) -> int:
+        """The lock file's descriptor, locked. A lock file removed meanwhile (``rm``, or a
+        temp-dir cleaner after days without a change) would leave this process locking a file
+        that others no longer open, each side deciding alone: a lock whose file is gone, or is
+        another file now, is dropped and the path's lock taken instead."""
+        while True:
+            fd = self._lock_fd()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if _is_at(fd, self.lock_path):
+                return fd
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            self._fd = None
+
     def _lock_fd(self) -> int:
         if self._fd is not None and self._fd_pid == os.getpid():
             return self._fd
@@ -274,72 +138,15 @@ class LedgerFile:
         except OSError as error:
             raise LedgerError(f"cannot read the ledger {self.path}: {error.strerror}") from None
         try:
-            return self._parse(json.loads(raw))
+            data = json.loads(raw)
+            version = data.get("version") if isinstance(data, dict) else None
+            if isinstance(data, dict) and (isinstance(version, bool) or version not in READS):
+                raise self._foreign(version)
+            return state_from_dict(data)
         except ValueError as error:
             raise self.corrupt(str(error)) from None
         except RecursionError:  # json nests by recursion: a ledger is never this deep
             raise self.corrupt("its JSON is nested too deeply to be a ledger") from None
-
-    def _parse(self, data: Any) -> LedgerState:
-        if isinstance(data, dict) and not (
-            _whole(data.get("version")) and data["version"] in READS
-        ):
-            raise self._foreign(data.get("version"))
-        data = check_keys(data, _KEYS, "the ledger", required=_REQUIRED)
-        boot = data["boot"]
-        if not isinstance(boot, str):  # read as another boot, it would drop every live grant
-            raise ValueError(f"its boot id is {boot!r:.80}, not text")
-        host = data.get("host")
-        if host is not None and not isinstance(host, str):
-            raise ValueError(f"its host name is {host!r:.80}, not text")
-        node = data["node"]
-        if node is not None and not (
-            isinstance(node, dict)
-            and sorted(node) == ["fingerprint", "summary"]
-            and all(isinstance(v, str) for v in node.values())
-        ):
-            raise ValueError(f"its node is {{'fingerprint': ..., 'summary': ...}}, not {node!r}")
-        next_ticket = data["next_ticket"]
-        if not isinstance(next_ticket, int) or isinstance(next_ticket, bool):
-            raise ValueError(f"next_ticket is {next_ticket!r}, not a whole number")
-        state = LedgerState(boot=boot, node=node, next_ticket=next_ticket, host=host)
-        for entry in _list(data["grants"], "grants"):
-            entry = check_keys(entry, _RECORD_KEYS, "a ledger grant", required=_RECORD_REQUIRED)
-            grant = entry["grant"]
-            if not isinstance(grant, dict) or not _whole(grant.get("token")):
-                raise ValueError(f"a recorded grant is {entry['grant']!r:.80}")
-            note = entry.get("note")
-            if note is not None and not isinstance(note, str):
-                raise ValueError(f"a grant's note is {note!r:.80}, not text")
-            state.grants.append(
-                Record(
-                    entry["grant"],
-                    Holder.from_dict(entry["holder"]),
-                    _time(entry["since"]),
-                    user=_optional_whole(entry.get("user"), "a grant's user"),
-                    parent=_optional_whole(entry.get("parent"), "a grant's parent"),
-                    note=note,
-                )
-            )
-        for entry in _list(data["queue"], "queue"):
-            entry = check_keys(entry, _TICKET_KEYS, "a ledger ticket", required=_TICKET_REQUIRED)
-            number = entry["ticket"]
-            if not _whole(number):
-                raise ValueError(f"a ticket number is {number!r}")
-            state.queue.append(
-                Ticket(
-                    number,
-                    Holder.from_dict(entry["holder"]),
-                    str(entry["wants"]),
-                    _time(entry["since"]),
-                    user=_optional_whole(entry.get("user"), "a ticket's user"),
-                    parent=_optional_whole(entry.get("parent"), "a ticket's parent"),
-                    sees=_device_keys(entry.get("sees")),
-                )
-            )
-        _check_once([r.token for r in state.grants], "grant token")
-        _check_once([t.ticket for t in state.queue], "ticket number")
-        return state
 
     # -- writing -----------------------------------------------------------------------------
     def _write(self, state: LedgerState) -> None:
@@ -422,41 +229,6 @@ def _private_directory(directory: str) -> None:
         )
 
 
-def _list(value: object, key: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise ValueError(f"{key} is {value!r:.80}, not a list")
-    return value
-
-
-def _check_once(numbers: list[int], what: str) -> None:
-    """Each grant and ticket is recorded once: a second record of one would count its devices
-    twice, or release them while the first still holds them."""
-    seen: set[int] = set()
-    for number in numbers:
-        if number in seen:
-            raise ValueError(f"{what} {number} is recorded twice")
-        seen.add(number)
-
-
-def _whole(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _optional_whole(value: object, what: str) -> Optional[int]:
-    """A uid or a grant token, or None (absent in version 1 files, null at the node's level)."""
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    raise ValueError(f"{what} is {value!r:.80}, not a whole number")
-
-
-def _time(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not isfinite(value):
-        raise ValueError(f"a time is {value!r:.80}, not a finite number")
-    return float(value)
-
-
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 """Write errors of a full file system, a quota or a file-size limit: no matter of permissions."""
 
@@ -469,14 +241,11 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _device_keys(value: object) -> Optional[frozenset[tuple[str, str]]]:
-    """A ticket's ``sees``: null, or a list of ``[family, id]`` pairs."""
-    if value is None:
-        return None
-    pairs = _list(value, "a ticket's devices")
-    if not all(
-        isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair)
-        for pair in pairs
-    ):
-        raise ValueError(f"a ticket's devices are [family, id] pairs, not {value!r:.80}")
-    return frozenset((family, device) for family, device in pairs)
+def _is_at(fd: int, path: str) -> bool:
+    """Whether the file open as ``fd`` is the one ``path`` names now."""
+    try:
+        named = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)

@@ -32,7 +32,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from accelkit.errors import InvalidRequest, LedgerError
-from accelkit.ledger._file import LedgerFile, LedgerState, Record, Ticket
+from accelkit.ledger._file import LedgerFile
 from accelkit.ledger._holder import Holder
 from accelkit.ledger._identity import (
     Restriction,
@@ -55,6 +55,7 @@ from accelkit.ledger._scope import (
     step_scope,
     visible_scope,
 )
+from accelkit.ledger._state import LedgerState, Record, Ticket
 from accelkit.ledger._upkeep import OtherMachine, drop, lineage, reclaim
 from accelkit.schedule._allocator import Allocator
 from accelkit.schedule._grant import Grant

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from accelkit.ledger._file import Ticket
+    from accelkit.ledger._state import Ticket
     from accelkit.schedule._grant import Grant
 
 __all__ = ["held_back"]

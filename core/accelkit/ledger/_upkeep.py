@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from typing import Optional
 
 from accelkit.errors import LedgerError
-from accelkit.ledger._file import LedgerState, Record
 from accelkit.ledger._holder import Holder, boot_id, host_name
 from accelkit.ledger._location import LEDGER_VAR
+from accelkit.ledger._state import LedgerState, Record
 
 __all__ = ["OtherMachine", "drop", "lineage", "reclaim"]
 
