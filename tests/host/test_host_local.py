@@ -63,6 +63,23 @@ def test_probe_runs_a_module_function_in_a_spawned_process() -> None:
     assert result == {"devices": ["0", "1"], "dumped": "[1]"}
 
 
+PLANTED = "import pathlib\npathlib.Path(__file__).with_name('ran').write_text('{name}')\n"
+"""A module another user left in a shared directory, named as a standard one: it says it ran."""
+
+
+def test_a_probe_imports_nothing_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``python -c`` puts the working directory first on ``sys.path``: a ``json.py`` there ran
+    (as whoever ran accelkit in ``/tmp``) when the probe process imported json."""
+    for name in ("json", "importlib"):
+        (tmp_path / f"{name}.py").write_text(PLANTED.format(name=name))
+    monkeypatch.chdir(tmp_path)
+    result = LocalHost().probe(probe_targets.answer, 1, timeout=10)
+    assert result == {"devices": ["0"], "dumped": "[1]"}
+    assert not (tmp_path / "ran").exists()
+
+
 def test_probe_failures_are_typed() -> None:
     host = LocalHost()
     with pytest.raises(ProbeError, match="RuntimeError: driver said no"):

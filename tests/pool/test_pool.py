@@ -78,6 +78,20 @@ def test_map_waits_until_its_timeout_then_cancels_what_has_not_started(
     assert ledger.grants() == []
 
 
+def test_a_worker_imports_nothing_from_the_working_directory(
+    ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker was started with ``python -m``, which puts the working directory first on
+    ``sys.path``: a ``pickle.py`` another user left there ran in every worker."""
+    planted = "import pathlib\npathlib.Path(__file__).with_name('ran').write_text('x')\n"
+    for name in ("pickle", "traceback", "threading", "signal"):
+        (tmp_path / f"{name}.py").write_text(planted)
+    monkeypatch.chdir(tmp_path)
+    with pool_of(ledger) as pool:
+        assert pool.submit(targets.add, 2, 3, resources={"GPU": 1}).result() == 5
+    assert not (tmp_path / "ran").exists()
+
+
 def test_max_calls_one_gives_each_call_a_fresh_process_and_returns_the_grant(
     ledger: Ledger,
 ) -> None:

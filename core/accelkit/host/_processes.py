@@ -171,7 +171,10 @@ _REAP_GRACE = 1.0
 
 
 _PROBE_MAIN = """
-import importlib, json, sys
+import sys
+if sys.path and sys.path[0] == "":  # python -c: the working directory, first (see below)
+    del sys.path[0]
+import importlib, json
 request = json.loads(sys.stdin.read())
 sys.path[:] = request["path"]
 class Missing(Exception):
@@ -192,3 +195,6 @@ except BaseException as exc:
     line = json.dumps({"error": f"{type(exc).__name__}: {exc}"})
 sys.stdout.write("\\n" + line + "\\n")
 """
+"""The probe process's program. ``python -c`` puts the working directory first on ``sys.path``,
+where another user may have put a ``json.py`` (``/tmp``, a shared project directory): it is
+taken off before anything is imported, and the caller's own path put in place after."""

@@ -1,5 +1,6 @@
-"""``python -m accelkit.pool._child FD PARENT``: a pool's worker process, running the calls it is
-sent, for as long as the pool's process ``PARENT`` lives.
+"""A pool's worker process (``main(["-c", FD, PARENT])``, started by
+:class:`~accelkit.pool._process.WorkerProcess`), running the calls it is sent, for as long as the
+pool's process ``PARENT`` lives.
 
 The pool starts this process with the grant's visibility environment already in place, so the
 variables are there before any of the caller's modules is imported (frameworks read them once,
@@ -148,7 +149,3 @@ def _import_main(main: tuple[str, str]) -> Optional[bytes]:
     module.__dict__.update(content)
     sys.modules[MAIN_ALIAS] = sys.modules["__main__"] = module
     return None
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))

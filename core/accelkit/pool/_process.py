@@ -28,6 +28,19 @@ _STOP_SECONDS = 5.0
 """How long a worker told to stop may take to exit before it is killed."""
 
 
+_WORKER_MAIN = """
+import sys
+if sys.path and sys.path[0] == "":
+    del sys.path[0]
+from accelkit.pool._child import main
+sys.exit(main(sys.argv))
+"""
+"""The worker's program (:mod:`accelkit.pool._child`). ``python -c`` (and ``-m``) put the
+working directory first on ``sys.path``, where another user may have put a ``pickle.py``
+(``/tmp``, a shared project directory): it is taken off before anything is imported, and the
+pool's own path put in place before the first call."""
+
+
 class RemoteTraceback(Exception):
     """The traceback of an exception raised in a worker, set as that exception's ``__cause__``."""
 
@@ -45,13 +58,7 @@ class WorkerProcess:
         ours, theirs = socket.socketpair()
         with ours, theirs:
             self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "accelkit.pool._child",
-                    str(theirs.fileno()),
-                    str(os.getpid()),
-                ],
+                [sys.executable, "-c", _WORKER_MAIN, str(theirs.fileno()), str(os.getpid())],
                 env=worker_environ(env),
                 stdin=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
