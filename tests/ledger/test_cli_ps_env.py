@@ -47,6 +47,26 @@ def test_ps_says_when_nothing_has_used_the_ledger_it_lists(tmp_path: Path) -> No
     assert f"(no such directory: {tmp_path / 'ledgers'}; nothing" in typo.stdout.splitlines()[0]
 
 
+def test_ps_and_run_show_other_users_command_lines_without_their_control_characters(
+    tmp_path: Path,
+) -> None:
+    """A holder's command line is anyone's text: escape sequences in it (a terminal title, a
+    cleared screen, a fake line) reached other users' terminals through ``ps`` and ``run``."""
+    ledger = tmp_path / "ledger.json"
+    trap = "\x1b]0;pwned\x07\x1b[2J\nFAKE LINE"
+    holder = start(
+        ledger, "run", "-r", "GPU=8", "--host", H100, "--", "sh", "-c", HOLD, str(tmp_path), trap
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "0,1,2,3,4,5,6,7"
+    listing = run(ledger, "ps")
+    busy = run(ledger, "run", "-r", "GPU=1", "--host", H100, "--", "true")
+    (tmp_path / "go").touch()
+    assert holder.wait(timeout=60) == 0
+    for shown in (listing.stdout, busy.stderr):
+        assert "\\x1b]0;pwned\\x07\\x1b[2J\\nFAKE LINE" in shown, shown
+        assert "\x1b" not in shown and "\x07" not in shown and "\nFAKE" not in shown
+
+
 LIST = 'mount --bind -o ro "$1" "$1" && shift && exec "$@"'
 
 

@@ -198,11 +198,13 @@ def resource_text(item: str) -> tuple[str, str]:
 
 
 def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
-    """Left-aligned columns separated by two spaces, no trailing blanks: every verb's tables."""
-    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
+    """Left-aligned columns separated by two spaces, no trailing blanks: every verb's tables.
+    Cells are :func:`~accelkit.cli.printable`: what fills them comes from vendor tools, other
+    users' command lines and the ledger, and must never drive the terminal or break a row."""
+    cells = [[printable(str(cell)) for cell in row] for row in (header, *rows)]
+    widths = [max(len(cell) for cell in column) for column in zip(*cells)]
     return [
-        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
-        for row in (header, *rows)
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in cells
     ]
 
 
@@ -257,5 +259,5 @@ def left_alone_text(families: Sequence[str], reader: str) -> str:
 
 def process_text(holder: Holder) -> str:
     """``pid 41 (sleep 60)``."""
-    command = holder.command()
+    command = printable(holder.command())  # another user's, which may hold escapes
     return f"pid {holder.pid} ({command})" if command else f"pid {holder.pid}"

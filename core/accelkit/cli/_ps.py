@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
-from accelkit.cli import EXIT_OK
+from accelkit.cli import EXIT_OK, printable
 from accelkit.cli._common import (
     add_ledger_option,
     host_from_args,
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             }
         )
         return EXIT_OK
-    print(f"ledger {view.path} ({view.node or _unused(view.path)})")
+    print(printable(f"ledger {view.path} ({view.node or _unused(view.path)})"))
     rows = [
         [
             "    " * (depth - 1) + (STEP if depth else "") + str(h.holder.pid),

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, Optional, Union
 
+from accelkit.cli import printable
 from accelkit.cli._common import (
     add_ledger_option,
     add_override_option,
@@ -213,7 +214,7 @@ def _took(grant: Grant, ledger: Ledger, hidden: Union[bool, frozenset[str]]) -> 
 def _waits_for(view: LedgerView, ledger: Ledger) -> str:
     """The holders, and the requests that came first (in this request's scope)."""
     ahead = "".join(
-        f"; before it, {process_text(w.holder)} waits for {w.wants}"
+        f"; before it, {process_text(w.holder)} waits for {printable(w.wants)}"
         for w in view.waiting
         if w.parent == ledger.enclosing
     )
