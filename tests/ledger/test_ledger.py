@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 from accelkit import InvalidRequest, LedgerError, Node, Unsatisfiable
+from accelkit.ledger import _file as ledger_file
 from accelkit.ledger._holder import Holder, boot_id
 from accelkit.ledger._ledger import Ledger
 from ledger_support import HoldingProcess, hold_in_turn, run
@@ -484,6 +486,99 @@ def test_a_malformed_grant_record_is_reported_as_corrupt(ledger_path: Path, h100
     ledger_path.write_text(json.dumps({**state, "grants": [record]}))
     with pytest.raises(LedgerError, match=r"is corrupt .*grant"):
         Ledger(ledger_path, h100).grants()
+
+
+def test_what_a_member_may_put_at_the_ledger_s_path_stalls_and_fills_no_reader(
+    ledger_path: Path, h100: Node
+) -> None:
+    """Whoever may write a group's directory may put a FIFO at the ledger's path (every reader
+    blocked in open, holding the lock), a huge sparse file (read whole into memory) or a link to
+    another file: each is refused at once, naming the file, and nothing is reset."""
+    ledger = Ledger(ledger_path, h100)
+    os.mkfifo(ledger_path)
+    started = time.monotonic()
+    with pytest.raises(LedgerError, match=r"is corrupt \(it is not a regular file"):
+        ledger.acquire({"GPU": 1})
+    with pytest.raises(LedgerError, match="is corrupt"):
+        ledger.view()
+    assert time.monotonic() - started < 5
+    ledger_path.unlink()
+    with ledger_path.open("wb") as huge:
+        huge.truncate(17 * 2**20)  # sparse: costs its maker nothing
+    with pytest.raises(LedgerError, match=r"larger than any ledger"):
+        ledger.grants()
+    ledger_path.unlink()
+    (ledger_path.parent / "elsewhere.json").write_text("{}")
+    ledger_path.symlink_to(ledger_path.parent / "elsewhere.json")
+    with pytest.raises(LedgerError, match=r"the ledger .* is a symbolic link"):
+        ledger.grants()
+    assert (ledger_path.parent / "elsewhere.json").read_text() == "{}"
+
+
+@pytest.mark.parametrize(
+    ("directory_mode", "lock_mode", "ledger_mode"),
+    [(0o700, 0o600, 0o600), (0o2775, 0o660, 0o664), (0o2750, 0o600, 0o640), (0o777, 0o666, 0o666)],
+)
+def test_only_those_who_may_change_the_ledger_may_open_its_lock(
+    tmp_path: Path, h100: Node, directory_mode: int, lock_mode: int, ledger_mode: int
+) -> None:
+    """Any process that can open the lock can lock it, read-only too, and hold up every
+    decision on the node: the lock is open to those the directory lets write, while the ledger
+    stays readable by those who may list it (``accelkit ps``)."""
+    directory = tmp_path / "shared"
+    directory.mkdir()
+    directory.chmod(directory_mode)
+    ledger = Ledger(directory / "ledger.json", h100)
+    assert ledger.acquire({"GPU": 1}) is not None
+    assert stat.S_IMODE((directory / "ledger.json.lock").stat().st_mode) == lock_mode
+    assert stat.S_IMODE((directory / "ledger.json").stat().st_mode) == ledger_mode
+
+
+def test_a_lock_held_for_long_is_an_error_naming_it_not_a_hang(
+    ledger_path: Path, h100: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decision holds the lock for milliseconds; a process that keeps it (stopped, stuck, or
+    holding it on purpose) stalled every process of the node, whatever their timeouts."""
+    monkeypatch.setattr(ledger_file, "_LOCK_PATIENCE", 0.3)
+    lock = Path(str(ledger_path) + ".lock")
+    argv = [sys.executable, "-c", LOCK_AND_DIE, str(lock)]
+    locker = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert locker.stdout is not None and locker.stdout.readline() == "locked\n"
+        with pytest.raises(LedgerError, match=rf"lock {lock} has been held for 0.3 s"):
+            Ledger(ledger_path, h100).acquire({"GPU": 1})
+    finally:
+        locker.kill()
+        locker.wait(timeout=30)
+    assert Ledger(ledger_path, h100).acquire({"GPU": 1}) is not None
+
+
+def test_a_per_user_directory_another_user_made_is_never_read(
+    tmp_path: Path, h100: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no ``XDG_RUNTIME_DIR`` the per-user ledger is in ``<temp>/accelkit-<uid>``, which
+    another user may make first, with a ledger of their choosing in it (a FIFO hung ``ps`` and
+    ``env``, which read it before the owner was checked). Every use refuses it, saying what to
+    do; the user's own directory left open to others is made private again."""
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.delenv("ACCELKIT_LEDGER", raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    me, someone = os.getuid(), os.getuid() + 1
+    squatted = tmp_path / f"accelkit-{someone}"  # made by this test's user, not "someone"
+    squatted.mkdir()
+    squatted.chmod(0o777)
+    os.mkfifo(squatted / "ledger.json")
+    monkeypatch.setattr(os, "getuid", lambda: someone)
+    ledger = Ledger(None, h100)
+    for use in (ledger.view, ledger.grants, lambda: ledger.acquire({"GPU": 1})):
+        with pytest.raises(LedgerError, match=r"is not a directory of this user .*ACCELKIT_LEDGER"):
+            use()
+    monkeypatch.setattr(os, "getuid", lambda: me)
+    own = tmp_path / f"accelkit-{me}"
+    own.mkdir()
+    own.chmod(0o777)
+    assert Ledger(None, h100).grants() == []
+    assert stat.S_IMODE(own.stat().st_mode) == 0o700
 
 
 def test_a_ledger_from_a_newer_accelkit_is_refused(ledger_path: Path, h100: Node) -> None:

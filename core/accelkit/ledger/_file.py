@@ -20,6 +20,7 @@ import json
 import os
 import stat
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Optional
@@ -67,7 +68,10 @@ class LedgerFile:
 
     def writable(self) -> bool:
         """Whether this process may change the ledger: its directory exists (or is the per-user
-        one, made on first use) and takes new files, and the ledger, when there, is writable."""
+        one, made on first use) and takes new files, and the ledger, when there, is writable.
+        A per-user directory another user made is refused (:class:`~accelkit.LedgerError`)."""
+        if self._private_parent:
+            _check_private(self.directory)
         if not os.path.isdir(self.directory):
             return self._private_parent
         if not os.access(self.directory, os.W_OK | os.X_OK):
@@ -76,7 +80,10 @@ class LedgerFile:
 
     def peek(self) -> LedgerState:
         """The state now, read without the lock and never written (for a ledger this process
-        may only read): each change replaces the file whole, so the read is of one state."""
+        may only read): each change replaces the file whole, so the read is of one state. A
+        per-user directory another user made is refused, never read: they chose what is in it."""
+        if self._private_parent:
+            _check_private(self.directory)
         return self._read()
 
     # -- the lock ----------------------------------------------------------------------------
@@ -87,12 +94,33 @@ class LedgerFile:
         another file now, is dropped and the path's lock taken instead."""
         while True:
             fd = self._lock_fd()
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._lock(fd)
             if _is_at(fd, self.lock_path):
                 return fd
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
             self._fd = None
+
+    def _lock(self, fd: int) -> None:
+        """Take the lock, waiting at most :data:`_LOCK_PATIENCE` seconds: a decision holds it for
+        milliseconds, so a process that keeps it longer is stopped or stuck, and every process
+        of the node would otherwise wait with it, their own timeouts never reached."""
+        deadline = time.monotonic() + _LOCK_PATIENCE
+        pause = 0.0002
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LedgerError(
+                        f"the ledger's lock {self.lock_path} has been held for "
+                        f"{_LOCK_PATIENCE:g} s by another process, where a decision takes "
+                        f"milliseconds: that process is stopped or stuck (fuser -v "
+                        f"{self.lock_path} names it); end it, and accelkit goes on"
+                    ) from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.01)
 
     def _lock_fd(self) -> int:
         if self._fd is not None and self._fd_pid == os.getpid():
@@ -105,14 +133,18 @@ class LedgerFile:
                 f"cannot use the ledger {self.path}: its directory {directory} does not exist. "
                 f"Create it (for a group: mkdir -m 2770 {directory}; chgrp GROUP {directory})"
             )
-        # The ledger and its lock take the directory's read and write bits, whatever the
-        # umask: private in a private directory, group-writable in a group's.
-        self._mode = stat.S_IMODE(os.stat(directory).st_mode) & 0o666
+        # The ledger takes the directory's read and write bits, whatever the umask: private in a
+        # private directory, group-writable in a group's, readable by those who may list it.
+        # The lock only by those who may change the ledger: whoever can open it can lock it
+        # (read-only too), and hold up every decision on the node.
+        directory_mode = stat.S_IMODE(os.stat(directory).st_mode)
+        self._mode = directory_mode & 0o666
+        lock_mode = _writers_only(directory_mode)
         # Never through a symbolic link: in a group's directory any member could point the lock
         # at a file of whoever runs accelkit next, who would create it or change its mode.
         flags = os.O_CLOEXEC | os.O_NOFOLLOW
         try:
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | flags, self._mode)
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | flags, lock_mode)
         except PermissionError:
             try:
                 fd = os.open(self.lock_path, os.O_RDONLY | flags)
@@ -120,23 +152,28 @@ class LedgerFile:
                 raise self._unwritable(error) from None
         except OSError as error:
             if os.path.islink(self.lock_path):
-                raise self._linked_lock() from None
+                raise self._linked(self.lock_path) from None
             raise self._unwritable(error) from None
         if os.fstat(fd).st_uid == os.getuid():
             with suppress(OSError):
-                os.fchmod(fd, self._mode)  # whatever this process's umask says
+                os.fchmod(
+                    fd, lock_mode
+                )  # whatever this process's umask (or an older accelkit) said
         self._fd, self._fd_pid = fd, os.getpid()
         return fd
 
     # -- reading -----------------------------------------------------------------------------
     def _read(self) -> LedgerState:
         try:
-            with open(self.path, "rb") as file:
-                raw = file.read()
+            raw = _ledger_bytes(self.path)
         except FileNotFoundError:
             return LedgerState(boot=boot_id(), host=host_name())
         except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise self._linked(self.path) from None
             raise LedgerError(f"cannot read the ledger {self.path}: {error.strerror}") from None
+        except ValueError as error:
+            raise self.corrupt(str(error)) from None
         try:
             data = json.loads(raw)
             version = data.get("version") if isinstance(data, dict) else None
@@ -187,11 +224,12 @@ class LedgerFile:
             f"(--ledger PATH, path=..., or {LEDGER_VAR})"
         )
 
-    def _linked_lock(self) -> LedgerError:
+    def _linked(self, path: str) -> LedgerError:
+        what = "the ledger's lock" if path == self.lock_path else "the ledger"
         return LedgerError(
-            f"the ledger's lock {self.lock_path} is a symbolic link, which accelkit does not "
-            "follow (whoever may write the ledger's directory could aim it at a file of yours); "
-            f"remove it (rm {self.lock_path}): accelkit makes the lock again"
+            f"{what} {path} is a symbolic link, which accelkit does not follow (whoever may "
+            "write the ledger's directory could aim it at a file of yours); remove it "
+            f"(rm {path}): accelkit makes it again"
         )
 
     def corrupt(self, why: str) -> LedgerError:
@@ -217,20 +255,73 @@ def _private_directory(directory: str) -> None:
     """Create the per-user ledger directory (mode 0700), and refuse one another user owns."""
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        info = os.lstat(directory)
     except OSError as error:
         raise LedgerError(
             f"cannot create the ledger directory {directory}: {error.strerror}"
         ) from None
+    _check_private(directory)
+
+
+def _check_private(directory: str) -> None:
+    """Refuse a per-user ledger directory that is not this user's (another user made it first,
+    in a shared temp directory, and chose what is in it); one of this user's that others may
+    write is made private again. A directory not there yet passes: it is made on first use."""
+    try:
+        info = os.lstat(directory)
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise LedgerError(
+            f"cannot use the ledger directory {directory}: {error.strerror}"
+        ) from None
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
         raise LedgerError(
-            f"{directory} is not a directory of this user (uid {os.getuid()}); accelkit keeps "
-            f"its per-user ledger there. Remove it, or set {LEDGER_VAR} to another path"
+            f"{directory} is not a directory of this user (uid {os.getuid()}), where accelkit "
+            "keeps its per-user ledger: another user made it (in a shared temp directory you "
+            f"cannot remove it; its owner or an administrator can). Set {LEDGER_VAR} to a ledger "
+            "in a directory of yours on this machine (e.g. "
+            f"{LEDGER_VAR}=$HOME/.cache/accelkit/$(hostname)/ledger.json, its directory made)"
         )
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        with suppress(OSError):
+            os.chmod(directory, 0o700)
 
 
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 """Write errors of a full file system, a quota or a file-size limit: no matter of permissions."""
+
+
+_LOCK_PATIENCE = 30.0
+"""Seconds a process waits for the ledger's lock before it says who may be holding it."""
+
+_LARGEST = 16 * 2**20
+"""Bytes no ledger reaches (thousands of grants take hundreds of kilobytes)."""
+
+
+def _writers_only(directory_mode: int) -> int:
+    """The lock file's mode: read and write for the owner, and for the group and others where
+    the directory lets them write (change the ledger), nothing where it does not."""
+    mode = 0o600
+    if directory_mode & stat.S_IWGRP:
+        mode |= 0o060
+    if directory_mode & stat.S_IWOTH:
+        mode |= 0o006
+    return mode
+
+
+def _ledger_bytes(path: str) -> bytes:
+    """The ledger's bytes. Whoever may write its directory may put anything at its path: it is
+    opened without following a symbolic link (``ELOOP``) or waiting for a writer to a FIFO, and
+    read only as a regular file no larger than any ledger (``ValueError`` otherwise), so that no
+    process reading it stalls or fills its memory."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("it is not a regular file (a FIFO, a device or a socket)")
+        raw = file.read(_LARGEST + 1)
+    if len(raw) > _LARGEST:
+        raise ValueError(f"it is larger than any ledger ({_LARGEST} bytes)")
+    return raw
 
 
 def _write_all(fd: int, data: bytes) -> None:
