@@ -147,6 +147,22 @@ def test_snapshot_records_refuses_a_non_empty_directory_and_forces(
     )
 
 
+def test_snapshot_writes_through_no_link_planted_for_its_manifest(tmp_path: Path) -> None:
+    """A dangling ``snapshot.json`` link (planted in a directory others may write) read as no
+    manifest, and writing the manifest created the file it pointed at. Forced, the link is
+    replaced; the file it names is never made."""
+    source = Path(__file__).resolve().parents[2] / "examples" / "nodes" / "nvidia-h100-1gpu"
+    target, victim = tmp_path / "shared", tmp_path / "victim.txt"
+    target.mkdir()
+    (target / "snapshot.json").symlink_to(victim)
+    refused = accelkit("snapshot", str(target), "--host", str(source))
+    assert refused.returncode == 2 and not victim.exists()
+    forced = accelkit("snapshot", str(target), "--host", str(source), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert not victim.exists() and not (target / "snapshot.json").is_symlink()
+    assert json.loads((target / "snapshot.json").read_text())["format"]
+
+
 def test_snapshot_into_a_file_is_an_error(tmp_path: Path, empty: Path) -> None:
     (tmp_path / "file").write_text("")
     result = accelkit("snapshot", str(tmp_path / "file"), "--host", str(empty))

@@ -272,6 +272,24 @@ def test_a_malformed_grant_variable_is_a_clear_error(
         Ledger(ledger_path)
 
 
+def test_a_grant_of_another_user_is_no_grant_to_take_steps_of(
+    ledger_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ACCELKIT_GRANT`` is text any process may set: with another user's token (``ps --json``
+    shows it) a process took a step of their grant, and with it the devices they hold."""
+    owner = Ledger(ledger_path, host=load_snapshot(H100))
+    theirs = owner.acquire({"GPU": 8})
+    assert theirs is not None
+    me = os.getuid()
+    monkeypatch.setattr(os, "getuid", lambda: me + 1)  # another user, not root
+    monkeypatch.setenv(GRANT_VAR, f"{theirs.token}@{ledger_path}")
+    with pytest.raises(LedgerError, match=rf"which uid {me} took, not this user \(uid {me + 1}\)"):
+        Ledger(None, owner.node).acquire({"GPU": 1})
+    monkeypatch.setattr(os, "getuid", lambda: me)
+    step = Ledger(None, owner.node).acquire({"GPU": 1})
+    assert step is not None and step.ids == {"GPU": ["0"]}
+
+
 def test_a_grant_of_another_ledger_takes_nothing_of_this_one(
     ledger_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

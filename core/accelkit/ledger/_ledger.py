@@ -45,12 +45,13 @@ from accelkit.ledger._identity import (
     ledger_node,
     mismatch,
 )
-from accelkit.ledger._location import GRANT_VAR, absolute, default_location
+from accelkit.ledger._location import absolute, default_location
 from accelkit.ledger._queue import held_back
 from accelkit.ledger._scope import (
     Scope,
     acquire_in,
     describe,
+    enclosing_record,
     never_fitting,
     step_scope,
     visible_scope,
@@ -384,14 +385,7 @@ class Ledger:
         """Where this process's requests take from: the grant it runs on, the devices it sees,
         or (None) the whole node."""
         if self._enclosing is not None:
-            record = next((r for r in state.grants if r.token == self._enclosing), None)
-            if record is None:
-                raise LedgerError(
-                    f"this process runs on grant {self._enclosing} of the ledger {self._location} "
-                    f"({GRANT_VAR}), which the ledger no longer holds: the process that held "
-                    f"it ended or gave it back. A step takes from its grant; unset {GRANT_VAR} "
-                    "to take from the node itself"
-                )
+            record = enclosing_record(state, self._enclosing, self._location)
             return step_scope(self._grant(record), node).narrowed(self._restriction)
         if self._restriction is not None:
             return visible_scope(self._restriction, node)

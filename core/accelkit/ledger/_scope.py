@@ -16,11 +16,13 @@ serve does.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
-from accelkit.errors import Unsatisfiable
+from accelkit.errors import LedgerError, Unsatisfiable
 from accelkit.ledger._identity import DeviceKey, Restriction, allocatable
+from accelkit.ledger._location import GRANT_VAR
 from accelkit.manager import ACCELERATOR_TYPE_PREFIX
 from accelkit.quantities import UNIT, from_units, to_units
 from accelkit.schedule._allocator import Allocator
@@ -28,10 +30,19 @@ from accelkit.schedule._grant import Grant, grant_text, shared_resources
 
 if TYPE_CHECKING:
     from accelkit.device import Device
+    from accelkit.ledger._state import LedgerState, Record
     from accelkit.node._record import Node
     from accelkit.registry import Registry
 
-__all__ = ["Scope", "acquire_in", "describe", "never_fitting", "step_scope", "visible_scope"]
+__all__ = [
+    "Scope",
+    "acquire_in",
+    "describe",
+    "enclosing_record",
+    "never_fitting",
+    "step_scope",
+    "visible_scope",
+]
 
 
 class Scope(NamedTuple):
@@ -58,6 +69,27 @@ def visible_scope(restriction: Restriction, node: Node) -> Scope:
     seen = [d for d in allocatable(node) if (d.family, d.id) in restriction.keys]
     what = f"the devices this process sees ({_devices_text(seen)}: {restriction.why})"
     return Scope(dict.fromkeys(restriction.keys, UNIT), {}, what, None)
+
+
+def enclosing_record(state: LedgerState, token: int, location: str) -> Record:
+    """The record of grant ``token``, which this process runs on (``ACCELKIT_GRANT``), from the
+    ledger at ``location``. A :class:`~accelkit.LedgerError` when the ledger no longer holds it,
+    or another user took it: the variable is only text, which any process may set, and a step
+    of someone else's grant would take the devices they hold."""
+    record = next((r for r in state.grants if r.token == token), None)
+    if record is None:
+        raise LedgerError(
+            f"this process runs on grant {token} of the ledger {location} ({GRANT_VAR}), which "
+            "the ledger no longer holds: the process that held it ended or gave it back. A step "
+            f"takes from its grant; unset {GRANT_VAR} to take from the node itself"
+        )
+    if record.user not in (None, os.getuid()) and os.getuid() != 0:
+        raise LedgerError(
+            f"{GRANT_VAR} names grant {token} of the ledger {location}, which uid {record.user} "
+            f"took, not this user (uid {os.getuid()}): a step takes from a grant of its own "
+            f"user's; unset {GRANT_VAR} to take from the node itself"
+        )
+    return record
 
 
 def step_scope(parent: Grant, node: Node) -> Scope:

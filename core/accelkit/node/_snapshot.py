@@ -105,17 +105,21 @@ def _record(base: Path, host: Optional[Host], redact: bool, registry: Optional[R
         "recorded_by": f"accelkit {ACCELKIT_VERSION}",
         "redacted": redact,
     }
-    (base / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    # Made, never opened through a link: one planted in a directory others may write would
+    # have this process write wherever it points.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    with os.fdopen(os.open(base / MANIFEST, flags, 0o644), "w", encoding="utf-8") as file:
+        file.write(json.dumps(manifest, indent=2) + "\n")
 
 
 def _prepare(base: Path, overwrite: bool) -> None:
     """Make ``base`` ready for a new snapshot, refusing to clobber one unless asked."""
     base.mkdir(parents=True, exist_ok=True)
     manifest, root = base / MANIFEST, base / ROOT
-    if manifest.exists() or root.exists():
+    if os.path.lexists(manifest) or os.path.lexists(root):  # a link counts, dangling or not
         if not overwrite:
             raise FileExistsError(f"{base} already holds a snapshot; choose another directory")
-        if root.exists() and not manifest.exists():
+        if os.path.lexists(root) and not os.path.lexists(manifest):
             raise FileExistsError(
                 f"{root} exists but {manifest} does not: not a snapshot, refusing to replace it"
             )
