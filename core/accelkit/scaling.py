@@ -51,8 +51,11 @@ shape the family does not have. Asked for by name, so the plugin contract stays 
 @runtime_checkable
 class PodSlice(Protocol):
     """One multi-host slice, as a family's ``slice_shape`` describes it (the TPU plugin's
-    ``TpuSlice``): what a plan needs to fill whole slices, start each on its first host and land
-    on the slice's type. ``isinstance`` checks a record has every field, as a plan does."""
+    ``TpuSlice``): what a plan needs to fill whole slices and start each on its first host.
+    ``isinstance`` checks a record has every field, as a plan does. A record may also give
+    ``type_label``, the label its hosts give their devices ("TPU-V6E", which they advertise as
+    ``accelerator_type:TPU-V6E``): each worker then asks for it; a record without (a plugin
+    written before it) lands its workers on any host of the resource."""
 
     @property
     def chips(self) -> int:
@@ -73,11 +76,6 @@ class PodSlice(Protocol):
     @property
     def head_resource(self) -> str:
         """The resource only the slice's first host offers, where one task starts the others."""
-
-    @property
-    def type_label(self) -> str:
-        """The type label the slice's hosts give their devices ("TPU-V6E"): they advertise
-        ``accelerator_type:<type_label>``, so each worker asks for it."""
 
 
 def tpu_slice(
@@ -108,8 +106,8 @@ def _pod_slice(
             if not isinstance(pod_slice, PodSlice):
                 raise ValueError(
                     f"family {manager.name!r} shaped {pod_slice!r}, which is no PodSlice: a slice "
-                    "has chips, chips_per_host, hosts, pod_type, head_resource and type_label; "
-                    "update the plugin"
+                    "has chips, chips_per_host, hosts, pod_type and head_resource; update the "
+                    "plugin"
                 )
             return pod_slice
     if not managers:
@@ -264,13 +262,16 @@ class ScalingConfig:
         """The resource that lands a worker on ``accelerator_type``'s nodes, None without a type.
 
         A TPU plan asks for the label its slice's hosts advertise ("v6e", "v6e-16" and
-        "TPU-V6E" all mean ``TPU-V6E``). A TPU plan without ``topology`` has no slice to read
-        the label from, so it asks for none, as Ray's does unless resources_per_worker is given.
+        "TPU-V6E" all mean ``TPU-V6E``), when the slice names it (:class:`PodSlice`). A TPU plan
+        without ``topology`` has no slice to read the label from, so it asks for none, as
+        Ray's does unless resources_per_worker is given.
         """
         if self.accelerator_type is None or (self.resource == TPU and self.tpu is None):
             return None
-        label = self.tpu.type_label if self.tpu is not None else self.accelerator_type
-        return ACCELERATOR_TYPE_PREFIX + label
+        if self.tpu is None:
+            return ACCELERATOR_TYPE_PREFIX + self.accelerator_type
+        label = getattr(self.tpu, "type_label", None)  # optional: see PodSlice
+        return None if label is None else ACCELERATOR_TYPE_PREFIX + label
 
     def _tpu_per_worker(self, asked: Optional[float]) -> float:
         """Chips a TPU worker takes, one worker a host of the slice that accelerator_type and

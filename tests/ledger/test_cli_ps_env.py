@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,32 @@ def test_ps_with_host_says_what_of_that_node_is_free(tmp_path: Path) -> None:
     assert other.stdout.splitlines()[-1] == "free: TPU 0,1,2,3,4,5,6,7"
     (tmp_path / "go").touch()
     assert holder.wait(timeout=60) == 0
+
+
+def test_ps_shows_which_devices_a_restricted_waiter_waits_for(tmp_path: Path) -> None:
+    """A waiter that sees some devices only lets grants of the others pass: ``ps`` says which
+    it sees, beside its request (``--json``: ``sees``, as ``[family, id]`` pairs)."""
+    ledger = tmp_path / "ledger.json"
+    holder = start(
+        ledger, "run", "-r", "GPU=8", "--host", H100, "--", "sh", "-c", HOLD, str(tmp_path)
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "0,1,2,3,4,5,6,7"
+    seeing = tmp_path / "seeing"  # the node, as a shell with CUDA_VISIBLE_DEVICES=2,3 sees it
+    shutil.copytree(H100, seeing, symlinks=True)
+    manifest = json.loads((seeing / "snapshot.json").read_text())
+    manifest["env"]["CUDA_VISIBLE_DEVICES"] = "2,3"
+    (seeing / "snapshot.json").write_text(json.dumps(manifest))
+    waiter = start(ledger, "run", "-r", "GPU=1", "--wait", "--host", str(seeing), "--", "true")
+    deadline = time.monotonic() + 60
+    while not json.loads(run(ledger, "ps", "--json").stdout)["waiting"]:
+        assert time.monotonic() < deadline, "the request never waited"
+        time.sleep(0.05)
+    listing = run(ledger, "ps").stdout
+    (waiting,) = json.loads(run(ledger, "ps", "--json").stdout)["waiting"]
+    (tmp_path / "go").touch()
+    assert holder.wait(timeout=60) == 0 and waiter.wait(timeout=60) == 0
+    assert "GPU=1 (sees nvidia:2, nvidia:3)" in listing
+    assert (waiting["wants"], waiting["sees"]) == ("GPU=1", [["nvidia", "2"], ["nvidia", "3"]])
 
 
 def test_ps_says_when_nothing_has_used_the_ledger_it_lists(tmp_path: Path) -> None:

@@ -236,7 +236,7 @@ def test_a_waiter_that_sees_some_devices_holds_back_only_grants_of_those(
 ) -> None:
     """A shell with ``CUDA_VISIBLE_DEVICES=0`` waiting for its busy GPU 0 stalled every request
     on the node, for devices it can never use. It holds back only grants of what it sees, and
-    ``ps`` says why it waits for those."""
+    its ticket says which (``ps`` shows them beside the request)."""
     everything = Ledger(ledger_path, host=load_snapshot(H100))
     zero = everything.acquire({"GPU": 1})
     assert zero is not None and zero.ids == {"GPU": ["0"]}
@@ -246,7 +246,7 @@ def test_a_waiter_that_sees_some_devices_holds_back_only_grants_of_those(
     )
     assert ticket is not None  # waits for GPU 0
     (waiting,) = everything.view().waiting
-    assert waiting.wants == "GPU=1 (sees CUDA_VISIBLE_DEVICES='0')"
+    assert (waiting.wants, waiting.sees) == ("GPU=1", (("nvidia", "0"),))
     beside = everything.acquire({"GPU": 1})
     assert beside is not None and beside.ids == {"GPU": ["1"]}  # nothing the waiter could use
     everything.release(zero)
@@ -276,18 +276,29 @@ def test_a_grant_of_another_user_is_no_grant_to_take_steps_of(
     ledger_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``ACCELKIT_GRANT`` is text any process may set: with another user's token (``ps --json``
-    shows it) a process took a step of their grant, and with it the devices they hold."""
+    shows it) a process took a step of their grant, and with it the devices they hold. A grant
+    root took is stepped by the users it runs (a node agent's ``runuser``), and root steps any."""
+    alice, bob = 1000 + os.getuid(), 1001 + os.getuid()  # two users, neither root
+    monkeypatch.setattr(os, "getuid", lambda: alice)
     owner = Ledger(ledger_path, host=load_snapshot(H100))
-    theirs = owner.acquire({"GPU": 8})
+    theirs = owner.acquire({"GPU": 4})
     assert theirs is not None
-    me = os.getuid()
-    monkeypatch.setattr(os, "getuid", lambda: me + 1)  # another user, not root
     monkeypatch.setenv(GRANT_VAR, f"{theirs.token}@{ledger_path}")
-    with pytest.raises(LedgerError, match=rf"which uid {me} took, not this user \(uid {me + 1}\)"):
+    monkeypatch.setattr(os, "getuid", lambda: bob)
+    with pytest.raises(LedgerError, match=rf"which uid {alice} took, not this user \(uid {bob}\)"):
         Ledger(None, owner.node).acquire({"GPU": 1})
-    monkeypatch.setattr(os, "getuid", lambda: me)
+    for stepping in (alice, 0):
+        monkeypatch.setattr(os, "getuid", lambda uid=stepping: uid)
+        step = Ledger(None, owner.node).acquire({"GPU": 1})
+        assert step is not None and step.ids["GPU"][0] in theirs.ids["GPU"]
+    monkeypatch.delenv(GRANT_VAR)
+    monkeypatch.setattr(os, "getuid", lambda: 0)
+    roots = owner.acquire({"GPU": 2})
+    assert roots is not None
+    monkeypatch.setenv(GRANT_VAR, f"{roots.token}@{ledger_path}")
+    monkeypatch.setattr(os, "getuid", lambda: bob)
     step = Ledger(None, owner.node).acquire({"GPU": 1})
-    assert step is not None and step.ids == {"GPU": ["0"]}
+    assert step is not None and step.ids["GPU"][0] in roots.ids["GPU"]
 
 
 def test_a_grant_of_another_ledger_takes_nothing_of_this_one(

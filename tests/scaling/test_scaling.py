@@ -612,7 +612,9 @@ class OldSlice(NamedTuple):
 class OldShapesTpuManager(SlicelessTpuManager):
     """A third-party TPU family whose slice shapes lack ``type_label``."""
 
-    def slice_shape(self, accelerator_type: str, topology: str) -> OldSlice:
+    def slice_shape(self, accelerator_type: str, topology: str) -> object:
+        if topology == "broken":
+            return {"chips": 16}  # no record of a slice at all
         return OldSlice(16, 4, 4, "v6e-16", "TPU-v6e-16-head")
 
 
@@ -622,11 +624,21 @@ class OldShapesTpuPlugin:
         return [OldShapesTpuManager()]
 
 
+def test_a_slice_shape_without_a_type_label_still_plans_and_asks_for_no_type() -> None:
+    """A family's slice records written before ``type_label`` keep working: the plan lands
+    its workers on any host of the resource, as before the label was asked for."""
+    plugins = accelkit.Registry([OldShapesTpuPlugin()], autoload=False)
+    plan = ScalingConfig(4, use_tpu=True, accelerator_type="v6e", topology="4x4", registry=plugins)
+    assert plan.per_worker_resources == {"CPU": 1.0, "TPU": 4.0}
+    assert plan.accelerator_type_demand is None
+    assert plan.bundles[0]["TPU-v6e-16-head"] == 1.0
+
+
 def test_a_slice_shape_without_a_pod_slices_fields_is_named() -> None:
     plugins = accelkit.Registry([OldShapesTpuPlugin()], autoload=False)
-    message = r"family 'tpu' shaped OldSlice\(.*\), which is no PodSlice: .*type_label"
+    message = r"family 'tpu' shaped \{'chips': 16\}, which is no PodSlice: .*head_resource"
     with pytest.raises(ValueError, match=message):
-        ScalingConfig(4, use_tpu=True, accelerator_type="v6e", topology="4x4", registry=plugins)
+        ScalingConfig(4, use_tpu=True, accelerator_type="v6e", topology="broken", registry=plugins)
 
 
 def test_without_a_tpu_family_no_slice_is_shaped() -> None:

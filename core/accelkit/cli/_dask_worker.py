@@ -22,7 +22,7 @@ import sys
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from accelkit.cli import EXIT_OK, describe
+from accelkit.cli import EXIT_OK, describe, printable
 from accelkit.cli._common import (
     add_ledger_option,
     host_from_args,
@@ -217,7 +217,7 @@ def _holders(ledger: Ledger) -> str:
     ]
     if view.waiting:
         held.append(f"{len(view.waiting)} waiting request(s) come first")
-    return "; ".join(held) or "every device is held"
+    return printable("; ".join(held)) or "every device is held"  # others' grants' text
 
 
 def _say(message: str) -> None:

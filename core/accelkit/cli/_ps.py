@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from accelkit.device import Device
     from accelkit.ledger._ledger import Ledger
-    from accelkit.ledger._views import Holding, LedgerView
+    from accelkit.ledger._views import Holding, LedgerView, Waiting
 
 STEP = "\\_ "
 """What marks a step under its grant in the PID column (as ``ps f`` marks a child)."""
@@ -94,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
                         "uid": w.user,
                         "command": w.holder.command(),
                         "wants": w.wants,
+                        "sees": None if w.sees is None else [list(key) for key in w.sees],
                         "parent": w.parent,
                         "age_seconds": round(now - w.since, 3),
                     }
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
                 str(w.holder.pid),
                 _user(w.user),
                 _age(now - w.since),
-                w.wants if w.parent is None else f"{w.wants} (step of grant {w.parent})",
+                _wants_text(w),
                 w.holder.command(),
             ]
             for w in view.waiting
@@ -214,3 +215,15 @@ def _unused(path: Path) -> str:
     if not path.exists():
         return "no such file yet: nothing has used this ledger"
     return "no node yet"
+
+
+def _wants_text(waiting: Waiting) -> str:
+    """``GPU=1``; ``GPU=1 (sees nvidia:0)`` for a process that sees some devices only (it waits
+    for those, and lets other grants pass); ``(step of grant 7)`` for a step."""
+    notes = []
+    if waiting.sees is not None:
+        seen = ", ".join(f"{family}:{device}" for family, device in waiting.sees)
+        notes.append(f"sees {seen or 'no device'}")
+    if waiting.parent is not None:
+        notes.append(f"step of grant {waiting.parent}")
+    return f"{waiting.wants} ({'; '.join(notes)})" if notes else waiting.wants

@@ -218,7 +218,7 @@ def _waits_for(view: LedgerView, ledger: Ledger) -> str:
         for w in view.waiting
         if w.parent == ledger.enclosing
     )
-    return _holders_text(view, ledger) + ahead
+    return printable(_holders_text(view, ledger) + ahead)  # what others' grants hold, too
 
 
 def _holders_text(view: LedgerView, ledger: Ledger) -> str:

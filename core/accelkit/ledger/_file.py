@@ -26,7 +26,7 @@ from contextlib import contextmanager, suppress
 from typing import Optional
 
 from accelkit.errors import LedgerError
-from accelkit.ledger._holder import boot_id, host_name
+from accelkit.ledger._holder import boot_id
 from accelkit.ledger._location import LEDGER_VAR
 from accelkit.ledger._state import READS, VERSION, LedgerState, state_from_dict
 
@@ -167,7 +167,7 @@ class LedgerFile:
         try:
             raw = _ledger_bytes(self.path)
         except FileNotFoundError:
-            return LedgerState(boot=boot_id(), host=host_name())
+            return LedgerState(boot=boot_id())
         except OSError as error:
             if error.errno == errno.ELOOP:
                 raise self._linked(self.path) from None
@@ -177,7 +177,8 @@ class LedgerFile:
         try:
             data = json.loads(raw)
             version = data.get("version") if isinstance(data, dict) else None
-            if isinstance(data, dict) and (isinstance(version, bool) or version not in READS):
+            known = isinstance(version, int) and not isinstance(version, bool) and version in READS
+            if isinstance(data, dict) and not known:
                 raise self._foreign(version)
             return state_from_dict(data)
         except ValueError as error:
@@ -316,12 +317,12 @@ def _ledger_bytes(path: str) -> bytes:
     process reading it stalls or fills its memory."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise ValueError("it is not a regular file (a FIFO, a device or a socket)")
-        raw = file.read(_LARGEST + 1)
-    if len(raw) > _LARGEST:
-        raise ValueError(f"it is larger than any ledger ({_LARGEST} bytes)")
-    return raw
+        if info.st_size > _LARGEST:
+            raise ValueError(f"it is larger than any ledger ({_LARGEST} bytes)")
+        return file.read(info.st_size + 1)  # a state is written whole, then moved into place
 
 
 def _write_all(fd: int, data: bytes) -> None:

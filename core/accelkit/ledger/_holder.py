@@ -12,7 +12,7 @@ import os
 from functools import cache
 from typing import NamedTuple, Optional
 
-__all__ = ["Holder", "boot_id", "host_name"]
+__all__ = ["Holder", "boot_id"]
 
 _PROC = "/proc"
 _START_FIELD = 22
@@ -114,13 +114,6 @@ def boot_id() -> str:
             return file.read().strip()
     except OSError:
         return ""
-
-
-def host_name() -> str:
-    """This machine's host name. A boot id tells a reboot from the boot before it, but not
-    another machine from this one after a reboot: ledger records under another boot id and
-    another host name are another machine's, whose holders may all still run."""
-    return os.uname().nodename
 
 
 def _stat(pid: int) -> Optional[str]:

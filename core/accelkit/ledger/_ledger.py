@@ -126,6 +126,8 @@ class Ledger:
         self._mirror: dict[int, tuple[dict[str, Any], Grant]] = {}
         """Token -> (recorded dict, grant) of every grant restored into ``_allocator``."""
         self._fingerprint: Optional[dict[str, str]] = None
+        self._fixed_scope: Optional[Scope] = None  # refuse_never_fitting's, read once
+        self._fitting: set[object] = set()  # and the requests it found could fit
         self._threads = threading.Lock()
 
     @property
@@ -230,15 +232,19 @@ class Ledger:
         """Raise :class:`~accelkit.Unsatisfiable` now for a request that could never fit where
         this process takes from, the grant it runs on or the devices it sees, as ``acquire``
         would once asked: a pool refuses such a call at ``submit``, not through its future.
-        Whether the node itself could ever serve it is the caller's check (it needs no file)."""
+        Whether the node itself could ever serve it is the caller's check (it needs no file).
+        Neither a grant's devices nor what a process sees change: the ledger is read once, and
+        a request that fitted is not asked again (a pool submits the same one many times)."""
         node = self.node  # finding the node finds what this process sees, too
-        if self._enclosing is None and self._restriction is None:
-            return
-        with self._threads, self._file.locked() as state:
-            scope = self._scope(state, node)
-        if scope is not None:
+        restricted = self._enclosing is not None or self._restriction is not None
+        if restricted and self._fixed_scope is None:
+            with self._threads, self._file.locked() as state:
+                self._fixed_scope = self._scope(state, node)
+        key = (tuple(sorted((name, repr(q)) for name, q in request.items())), accelerator_type)
+        if self._fixed_scope is not None and key not in self._fitting:
             wants = describe(request, accelerator_type)
-            never_fitting(scope, node, self._registry, request, accelerator_type, wants)
+            never_fitting(self._fixed_scope, node, self._registry, request, accelerator_type, wants)
+            self._fitting.add(key)
 
     def env(
         self,
@@ -265,10 +271,10 @@ class Ledger:
         this process may not write is read as it is, and reclaimed only in what is returned."""
         if not self._file.writable():
             state = self._file.peek()
-            reclaim(state, self._location)
+            reclaim(state, self._location, self._uuids)
             return self._view(state)
         with self._threads, self._file.locked() as state:
-            reclaim(state, self._location)
+            reclaim(state, self._location, self._uuids)
             return self._view(state)
 
     def holding(self, devices: Iterable[Device]) -> list[Holding]:
@@ -277,7 +283,7 @@ class Ledger:
         ledger without changing it; a ledger kept for another node holds none of them."""
         state = self._file.peek()
         try:
-            reclaim(state, self._location)
+            reclaim(state, self._location, self._uuids)
         except OtherMachine:
             return []  # another machine's grants: none of this node's devices
         if not state.grants:
@@ -310,7 +316,7 @@ class Ledger:
         mirrored = self._mirror.get(grant.token)
         recorded = mirrored[0] if mirrored and mirrored[1] == grant else grant.to_dict()
         with self._threads, self._file.locked() as state:
-            reclaim(state, self._location)
+            reclaim(state, self._location, self._uuids)
             for record in state.grants:
                 if record.token == grant.token and record.grant == recorded:
                     drop(state, [record])
@@ -342,7 +348,7 @@ class Ledger:
         """One decision under the lock: (grant, ticket, view when it must wait)."""
         node = self.node
         with self._threads, self._file.locked() as state:
-            reclaim(state, self._location)
+            reclaim(state, self._location, self._uuids)
             self._check_node(state, node)
             allocator = self._in_step(state)
             scope = self._scope(state, node)
@@ -374,8 +380,6 @@ class Ledger:
                 ticket = state.next_ticket
                 state.next_ticket += 1
                 sees = None if scope is None else frozenset(scope.devices)
-                if self._restriction is not None:  # ps says why it waits for those only
-                    wants = f"{wants} (sees {self._restriction.why})"
                 waiting = Ticket(ticket, holder, wants, time.time(), os.getuid(), parent, sees)
                 state.queue.append(waiting)
                 state.changed = True
@@ -424,6 +428,10 @@ class Ledger:
             state.node = self._identity(node)
             state.changed = True
 
+    def _uuids(self) -> list[str]:
+        """This machine's device UUIDs (what tells its grants from another machine's)."""
+        return [d.uuid for d in self.node.devices if d.uuid]
+
     def _identity(self, node: Node) -> dict[str, str]:
         """The node's fingerprint, computed once."""
         if self._fingerprint is None:
@@ -469,25 +477,9 @@ class Ledger:
         return data if len(kept) == len(resources) else {**data, "resources": kept}
 
     def _view(self, state: LedgerState, before: Optional[int] = None) -> LedgerView:
-        """The state as a view; ``before``: only the tickets ahead of that one in its queue (the
-        node's, or one grant's steps)."""
-        from accelkit.ledger._views import Holding, LedgerView, Waiting
+        from accelkit.ledger._views import view_of
 
-        holdings = tuple(
-            Holding(self._grant(r), r.holder, r.since, r.user, r.parent, r.note)
-            for r in state.grants
-        )
-        scope = next((t.parent for t in state.queue if t.ticket == before), None)
-        return LedgerView(
-            path=self.path,
-            node=None if state.node is None else state.node.get("summary"),
-            holdings=holdings,
-            waiting=tuple(
-                Waiting(t.ticket, t.holder, t.wants, t.since, t.user, t.parent)
-                for t in state.queue
-                if before is None or (t.ticket < before and t.parent == scope)
-            ),
-        )
+        return view_of(state, self.path, self._grant, before)
 
     def __repr__(self) -> str:
         return f"<Ledger {self._location}>"

@@ -75,7 +75,8 @@ def enclosing_record(state: LedgerState, token: int, location: str) -> Record:
     """The record of grant ``token``, which this process runs on (``ACCELKIT_GRANT``), from the
     ledger at ``location``. A :class:`~accelkit.LedgerError` when the ledger no longer holds it,
     or another user took it: the variable is only text, which any process may set, and a step
-    of someone else's grant would take the devices they hold."""
+    of someone else's grant would take the devices they hold. Root's grants are the exception
+    (a node agent's ``accelkit run -r GPU=2 -- runuser -u alice -- job``), and root steps any."""
     record = next((r for r in state.grants if r.token == token), None)
     if record is None:
         raise LedgerError(
@@ -83,11 +84,11 @@ def enclosing_record(state: LedgerState, token: int, location: str) -> Record:
             "the ledger no longer holds: the process that held it ended or gave it back. A step "
             f"takes from its grant; unset {GRANT_VAR} to take from the node itself"
         )
-    if record.user not in (None, os.getuid()) and os.getuid() != 0:
+    if record.user not in (None, 0, os.getuid()) and os.getuid() != 0:
         raise LedgerError(
             f"{GRANT_VAR} names grant {token} of the ledger {location}, which uid {record.user} "
             f"took, not this user (uid {os.getuid()}): a step takes from a grant of its own "
-            f"user's; unset {GRANT_VAR} to take from the node itself"
+            f"user's (or root's); unset {GRANT_VAR} to take from the node itself"
         )
     return record
 

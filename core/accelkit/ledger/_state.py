@@ -2,22 +2,20 @@
 
 Layout (``"version": 4``)::
 
-    {"version": 4, "boot": "<boot id>", "host": "<host name>",
-     "node": {"fingerprint": "...", "summary": "GPU=8"},
+    {"version": 4, "boot": "<boot id>", "node": {"fingerprint": "...", "summary": "GPU=8"},
      "next_ticket": 3,
      "grants": [{"grant": <Grant.to_dict()>, "holder": {"pid": 41, "start": 9912}, "since": T,
                  "user": 1000, "parent": null, "note": null}],
      "queue": [{"ticket": 2, "holder": {...}, "wants": "GPU=1", "since": T, "user": 1000,
-                "parent": null}]}
+                "parent": null, "sees": [["nvidia", "0"]]}]}
 
 ``user`` is the uid that took the grant (``accelkit ps`` shows it: in a group's ledger the pid
 alone does not say whose work it is); ``parent`` is the token of the grant a step was taken
 from (null at the node's level); ``note`` says what the holder is, for ``accelkit ps``, when its
 command line would not. A device in a grant may carry its ``minor`` (version 3: an accelkit
 reading version 2 refuses that key as corrupt, so the layout names the newer version instead).
-``host`` (version 4) names the machine that wrote it: records under another boot id are a
-reboot's leftovers on this machine, but another machine's live grants on another one (a ledger
-on a network file system), which are refused rather than dropped.
+A ticket's ``sees`` (version 4) lists the devices its process could take, when it sees only some
+(null: every one): a waiter lets grants of other devices pass (:mod:`accelkit.ledger._queue`).
 Version 1, 2 and 3 files are read as they are, so a node's accelkit can be upgraded while grants
 are live; an older accelkit refuses a newer version with a message naming it rather than
 calling the file corrupt.
@@ -38,8 +36,7 @@ VERSION = 4
 READS = (1, 2, 3, VERSION)
 """The layouts it reads (an older file as it is); any other is refused with a message."""
 
-_REQUIRED = ("version", "boot", "node", "next_ticket", "grants", "queue")
-_KEYS = (*_REQUIRED, "host")
+_KEYS = ("version", "boot", "node", "next_ticket", "grants", "queue")
 _RECORD_REQUIRED = ("grant", "holder", "since")
 _RECORD_KEYS = (*_RECORD_REQUIRED, "user", "parent", "note")
 _TICKET_REQUIRED = ("ticket", "holder", "wants", "since")
@@ -124,18 +121,12 @@ class Ticket:
 class LedgerState:
     """The ledger's content while the lock is held; ``changed`` makes the writer save it."""
 
-    __slots__ = ("boot", "changed", "grants", "host", "next_ticket", "node", "queue")
+    __slots__ = ("boot", "changed", "grants", "next_ticket", "node", "queue")
 
     def __init__(
-        self,
-        boot: str,
-        node: Optional[dict[str, str]] = None,
-        next_ticket: int = 1,
-        host: Optional[str] = None,
+        self, boot: str, node: Optional[dict[str, str]] = None, next_ticket: int = 1
     ) -> None:
         self.boot = boot
-        self.host = host
-        """The machine that wrote the state (None in files before version 4)."""
         self.node = node
         self.next_ticket = next_ticket
         self.grants: list[Record] = []
@@ -146,7 +137,6 @@ class LedgerState:
         return {
             "version": VERSION,
             "boot": self.boot,
-            "host": self.host,
             "node": self.node,
             "next_ticket": self.next_ticket,
             "grants": [r.to_dict() for r in self.grants],
@@ -157,13 +147,10 @@ class LedgerState:
 def state_from_dict(data: Any) -> LedgerState:
     """The state a ledger file holds, read from its JSON (whose version is one of
     :data:`READS`); ``ValueError`` saying what does not read as the layout."""
-    data = check_keys(data, _KEYS, "the ledger", required=_REQUIRED)
+    data = check_keys(data, _KEYS, "the ledger", required=_KEYS)
     boot = data["boot"]
     if not isinstance(boot, str):  # read as another boot, it would drop every live grant
         raise ValueError(f"its boot id is {boot!r:.80}, not text")
-    host = data.get("host")
-    if host is not None and not isinstance(host, str):
-        raise ValueError(f"its host name is {host!r:.80}, not text")
     node = data["node"]
     if node is not None and not (
         isinstance(node, dict)
@@ -174,7 +161,7 @@ def state_from_dict(data: Any) -> LedgerState:
     next_ticket = data["next_ticket"]
     if not isinstance(next_ticket, int) or isinstance(next_ticket, bool):
         raise ValueError(f"next_ticket is {next_ticket!r}, not a whole number")
-    state = LedgerState(boot=boot, node=node, next_ticket=next_ticket, host=host)
+    state = LedgerState(boot=boot, node=node, next_ticket=next_ticket)
     for entry in _list(data["grants"], "grants"):
         entry = check_keys(entry, _RECORD_KEYS, "a ledger grant", required=_RECORD_REQUIRED)
         grant = entry["grant"]

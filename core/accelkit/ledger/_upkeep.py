@@ -1,9 +1,9 @@
 """Keeping a ledger's state true before each decision: holders that ended, steps whose grant went.
 
 A grant is live exactly as long as its holder (a pid with its start time) runs, and every record
-of an earlier boot of this machine is gone. Records another machine wrote (a ledger on a network
-file system, shared by several) are that machine's live grants, which this one can neither
-check nor drop: it refuses the ledger (:class:`OtherMachine`).
+of an earlier boot of this machine is gone. Grants of another machine's devices (a ledger on a
+network file system, shared by several) are that machine's live grants, which this one can
+neither check nor drop: it refuses the ledger (:class:`OtherMachine`).
 
 A grant given back or reclaimed may have steps still running (a run inside the grant, a pool
 worker's step): they are not dropped with it, since their processes still use the devices, but
@@ -13,11 +13,11 @@ the devices they use stay counted exactly once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Optional
 
 from accelkit.errors import LedgerError
-from accelkit.ledger._holder import Holder, boot_id, host_name
+from accelkit.ledger._holder import Holder, boot_id
 from accelkit.ledger._location import LEDGER_VAR
 from accelkit.ledger._state import LedgerState, Record
 
@@ -25,34 +25,39 @@ __all__ = ["OtherMachine", "drop", "lineage", "reclaim"]
 
 
 class OtherMachine(LedgerError):
-    """The ledger at ``location`` holds grants or waiting requests another machine, ``host``,
-    wrote: what it means and what to do."""
+    """The ledger at ``location`` holds grants of devices this machine does not have: another
+    machine's (``devices`` names some), a ledger several machines share."""
 
-    def __init__(self, location: str, host: str) -> None:
+    def __init__(self, location: str, devices: Sequence[str]) -> None:
         super().__init__(
-            f"the ledger {location} holds grants of another machine, {host} (this one is "
-            f"{host_name()}): a ledger belongs to one machine, and one shared by several (on a "
-            "network file system) would let each hand out devices the others' processes hold. "
-            f"Give each machine its own ledger on local storage (e.g. {LEDGER_VAR}=/var/tmp/"
-            f"accelkit-$(hostname).json); if {host} was this machine's name before a reboot, "
-            f"remove the ledger: rm {location}"
+            f"the ledger {location} holds grants of devices this machine does not have "
+            f"({', '.join(devices)}), recorded under another boot: another machine's, which uses "
+            "this ledger too (a file on a network file system). A ledger belongs to one "
+            "machine, and one shared by several would let each hand out devices the others' "
+            f"processes hold: give each machine its own on local storage ({LEDGER_VAR} may name "
+            "the same path on each, on a local disk). If those devices were this machine's "
+            f"before a reboot, remove the ledger: rm {location}"
         )
 
 
-def reclaim(state: LedgerState, location: str) -> None:
+def reclaim(state: LedgerState, location: str, uuids: Callable[[], Collection[str]]) -> None:
     """Drop the grants and tickets of holders that ended (all of them after a reboot), and
-    raise :class:`OtherMachine` for records of another machine (under another boot id and
-    another host name; a file before version 4 names no host, and reads as this machine's).
-    ``location`` names the ledger in that error."""
+    raise :class:`OtherMachine` for grants of another machine, recorded under another boot id.
+
+    A boot id tells a reboot from the boot before it, not another machine from this one after
+    a reboot: the devices do, by their UUIDs. Grants naming a UUID that ``uuids()`` (this
+    machine's devices', asked only then) lacks are another machine's, whose holders may all
+    still run; grants naming none (devices without UUIDs) read as this machine's.
+    """
     if state.boot != boot_id():
-        writer = state.host
-        if (state.grants or state.queue) and writer is not None and writer != host_name():
-            raise OtherMachine(location, writer)
-        state.boot, state.host = boot_id(), host_name()
+        recorded = _uuids_of(state.grants)
+        foreign = sorted(recorded - set(uuids())) if recorded else []
+        if foreign:
+            raise OtherMachine(location, foreign[:3])
+        state.boot = boot_id()
         state.grants, state.queue = [], []
         state.changed = True
         return
-    state.host = host_name()  # written with the next change (a file before version 4 has none)
     alive: dict[Holder, bool] = {}
     for entries in (state.grants, state.queue):
         for entry in entries:
@@ -63,6 +68,19 @@ def reclaim(state: LedgerState, location: str) -> None:
     drop(state, [r for r in state.grants if not alive[r.holder]])
     state.queue = [t for t in state.queue if alive[t.holder]]
     state.changed = True
+
+
+def _uuids_of(records: Sequence[Record]) -> set[str]:
+    """The device UUIDs the recorded grants name (a record that does not read as a grant is
+    reported when it is used, not here)."""
+    found = set()
+    for record in records:
+        for entry in record.grant.get("devices") or ():
+            device = entry.get("device") if isinstance(entry, dict) else None
+            uuid = device.get("uuid") if isinstance(device, dict) else None
+            if isinstance(uuid, str) and uuid:
+                found.add(uuid)
+    return found
 
 
 def drop(state: LedgerState, gone: Sequence[Record]) -> None:

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 if TYPE_CHECKING:
     from accelkit.ledger._holder import Holder
+    from accelkit.ledger._state import LedgerState, Record
     from accelkit.schedule._grant import Grant
 
-__all__ = ["Holding", "LedgerView", "WaitReporter", "Waiting"]
+__all__ = ["Holding", "LedgerView", "WaitReporter", "Waiting", "view_of"]
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,8 @@ class Holding:
 @dataclass(frozen=True)
 class Waiting:
     """A request waiting its turn: ``ticket`` is its place in arrival order; ``parent`` the
-    grant it waits to take a step of (None: the node)."""
+    grant it waits to take a step of (None: the node); ``sees`` the devices it could take
+    there, as ``(family, id)``, when its process sees only some (None: every one)."""
 
     ticket: int
     holder: Holder
@@ -42,6 +44,7 @@ class Waiting:
     since: float
     user: Optional[int] = None
     parent: Optional[int] = None
+    sees: Optional[tuple[tuple[str, str], ...]] = None
 
 
 @dataclass(frozen=True)
@@ -57,3 +60,32 @@ class LedgerView:
 WaitReporter = Callable[[LedgerView], None]
 """Told once, when a request starts to wait, what it waits for: the holders, and the requests
 ahead of it (``accelkit run`` prints it)."""
+
+
+def view_of(
+    state: LedgerState, path: Path, grant_of: Callable[[Record], Grant], before: Optional[int]
+) -> LedgerView:
+    """The state as a view (``grant_of`` reads a record's grant); ``before``: only the tickets
+    ahead of that one in its queue (the node's, or one grant's steps)."""
+    holdings = tuple(
+        Holding(grant_of(r), r.holder, r.since, r.user, r.parent, r.note) for r in state.grants
+    )
+    scope = next((t.parent for t in state.queue if t.ticket == before), None)
+    return LedgerView(
+        path=path,
+        node=None if state.node is None else state.node.get("summary"),
+        holdings=holdings,
+        waiting=tuple(
+            Waiting(
+                t.ticket,
+                t.holder,
+                t.wants,
+                t.since,
+                t.user,
+                t.parent,
+                None if t.sees is None else tuple(sorted(t.sees)),
+            )
+            for t in state.queue
+            if before is None or (t.ticket < before and t.parent == scope)
+        ),
+    )

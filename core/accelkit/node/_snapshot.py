@@ -108,7 +108,7 @@ def _record(base: Path, host: Optional[Host], redact: bool, registry: Optional[R
     # Made, never opened through a link: one planted in a directory others may write would
     # have this process write wherever it points.
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    with os.fdopen(os.open(base / MANIFEST, flags, 0o644), "w", encoding="utf-8") as file:
+    with os.fdopen(os.open(base / MANIFEST, flags, 0o666), "w", encoding="utf-8") as file:
         file.write(json.dumps(manifest, indent=2) + "\n")
 
 
