@@ -154,10 +154,15 @@ def from_dpctl(host: Host) -> Optional[list[Device]]:
 
 
 def from_xpu_smi(host: Host) -> Optional[list[Device]]:
-    """One record per card; old releases name every card "Intel(R) Graphics [0x0bd5]"."""
+    """One record per card; old releases name every card "Intel(R) Graphics [0x0bd5]".
+    Cards are numbered in bus order, so a card without a bus id fails the layer: its place
+    among the others, and its stacks, are unknown."""
     records = first_records(host, XPU_SMI)
     fields = ("device_name", "pci_device_id", "pci_bdf_address", "uuid")
     found = [[find_field(record, f) for f in fields] for record in records or ()]
+    for name, _pci, bus, _uuid in found:
+        if normalise_bus_id(bus) is None:
+            raise ValueError(f"xpu-smi lists {name} with bus id {bus!r}: its place is unknown")
     found.sort(key=lambda facts: normalise_bus_id(facts[2]) or "")
     return None if records is None else numbered(card(host, *facts) for facts in found)
 

@@ -420,6 +420,25 @@ def test_xpu_smi_cards_are_numbered_in_pci_order(
     assert [d.id for d in devices] == [str(n) for n in range(len(devices))]
 
 
+@pytest.mark.parametrize("bus", [None, "N/A"])
+def test_an_xpu_smi_card_without_a_bus_id_gives_the_sysfs_layer(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any], bus: Any
+) -> None:
+    """Cards are numbered in bus order, a Max 1550 split into its stacks by its bus id: one
+    without it was sorted first and kept whole, so every other root device read one or two
+    numbers off, silently. The layer fails, and sysfs answers."""
+    cards = fake.fake_cards(4)  # two Max 1550s, four root devices
+    listed = json.loads(fake.xpu_smi_output(cards))
+    if bus is None:
+        del listed["device_list"][1]["pci_bdf_address"]
+    else:
+        listed["device_list"][1]["pci_bdf_address"] = bus
+    host = host_with(tmp_path, cards, xpu_smi=(0, json.dumps(listed)))
+    devices, notes = run_detect(MANAGER, host)
+    assert [(d.id, d.source) for d in devices] == [(str(n), "sysfs") for n in range(4)]
+    assert f"with bus id {bus!r}: its place is unknown" in notes
+
+
 def test_a_failing_dpctl_probe_gives_the_next_layer(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any]
 ) -> None:
