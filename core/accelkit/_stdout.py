@@ -21,7 +21,7 @@ import threading
 from collections.abc import Iterator
 from typing import Optional, TextIO
 
-__all__ = ["end_captures", "stdout_captured"]
+__all__ = ["end_captures", "stdout_aside", "stdout_captured"]
 
 _LIMIT = 1 << 16  # what a note can use of the text; a library printing more is not read further
 _turn = threading.Condition()  # one capture at a time: descriptor 1 and sys.stdout are one each
@@ -91,6 +91,31 @@ def end_captures() -> None:
             _current.stop()
             _current = None
             _turn.notify_all()
+
+
+@contextlib.contextmanager
+def stdout_aside() -> Iterator[None]:
+    """For a command whose stdout a program reads (``eval "$(accelkit env ...)"``, a JSON
+    reader): while the block runs (the detection before the output), descriptor 1 and
+    ``sys.stdout`` point at stderr, so what a vendor library or a plugin prints outside the
+    imports :func:`stdout_captured` catches (an init call, a plugin's ``detect()``, a plugin's
+    import) reaches the person, never the reader. The command line's alone: it owns its
+    process, where a scheduler's own stdout must be left as it is."""
+    sys.stdout.flush()
+    try:
+        saved: Optional[int] = os.dup(1)
+        os.dup2(2, 1)
+    except (OSError, ValueError, AttributeError):  # no descriptor 1 or 2: Python level only
+        saved = None
+    original, sys.stdout = sys.stdout, sys.stderr
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        sys.stdout = original
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
 
 
 def _redirect_descriptor() -> tuple[Optional[int], Optional[int]]:

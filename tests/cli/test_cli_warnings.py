@@ -61,3 +61,66 @@ def test_every_verb_says_a_plugin_warning_in_one_line(
     warnings = [line for line in done.stderr.splitlines() if "akbroken" in line]
     assert warnings == [f"accelkit {words[0]}: warning: {SKIPPED}"], done.stderr
     assert "Warning:" not in done.stderr and ".py:" not in done.stderr
+
+
+NOISY = """
+import os, sys
+from accelkit import AcceleratorManager, Device, hookimpl
+
+print("echo SPOKEN-AT-IMPORT")
+os.write(1, b"echo WRITTEN-AT-IMPORT\\n")
+
+class Manager(AcceleratorManager):
+    name = "noisy"
+    resource_name = "NOISY"
+    visible_devices_env_var = "NOISY_VISIBLE_DEVICES"
+    api_version = 2
+
+    def detect(self, host):
+        print("echo SPOKEN-IN-DETECT")
+        sys.stdout.flush()
+        os.write(1, b"echo WRITTEN-IN-DETECT\\n")
+        return [Device("0", 0)]
+
+@hookimpl
+def accelkit_register_managers():
+    return [Manager()]
+"""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["env", "-r", "NOISY=1"],
+        ["ls", "--json"],
+        ["resources", "--format", "json"],
+        ["plugins", "--json"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_what_a_plugin_prints_never_reaches_the_output_a_program_reads(
+    argv: list[str], tmp_path: Path
+) -> None:
+    """``eval "$(accelkit env ...)"`` ran what a plugin (or its vendor library) printed to
+    stdout while it was imported or detected, outside the vendor imports already caught; a
+    JSON reader got text before the JSON. It goes to stderr, for the person."""
+    site = FakeSite(tmp_path / "site")
+    site.path.mkdir()
+    site.add("aknoisy", {"noisy": "aknoisy"}, {"aknoisy": NOISY})
+    done = subprocess.run(
+        [sys.executable, "-m", "accelkit.cli", *argv, "--host", str(H100)],
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(site.path), os.environ.get("PYTHONPATH", "")]),
+            "ACCELKIT_LEDGER": str(tmp_path / "ledger.json"),
+        },
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "SPOKEN" not in done.stdout and "WRITTEN" not in done.stdout, done.stdout
+    for said in ("SPOKEN-AT-IMPORT", "WRITTEN-AT-IMPORT", "SPOKEN-IN-DETECT", "WRITTEN-IN-DETECT"):
+        assert said in done.stderr
+    if argv[0] == "env":
+        assert done.stdout == "export NOISY_VISIBLE_DEVICES=0\n"

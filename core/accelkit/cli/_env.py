@@ -104,21 +104,24 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Grant the request on a fresh allocator and print the grant's environment."""
+    from accelkit._stdout import stdout_aside
     from accelkit.node._detect import detect_node
     from accelkit.schedule._allocator import Allocator
 
-    request, accelerator_type = parse_request(args.request)
-    host = host_from_args(args)
-    node = detect_node(host, dict(args.override) or None)
-    grant = Allocator(node).acquire(request, accelerator_type=accelerator_type)
-    if grant is None:
-        print(f"accelkit env: {request} does not fit on this node now", file=sys.stderr)
-        return EXIT_FAILED
-    env = grant.env(hide_others=args.hide_others, hooks=not args.no_hints)
-    if not grant.devices:
-        print(f"accelkit env: {_nothing_granted(request, accelerator_type, env)}", file=sys.stderr)
-    else:
-        _say_held(args, host, grant)
+    with stdout_aside():  # eval runs stdout: what plugins print there goes to stderr
+        request, accelerator_type = parse_request(args.request)
+        host = host_from_args(args)
+        node = detect_node(host, dict(args.override) or None)
+        grant = Allocator(node).acquire(request, accelerator_type=accelerator_type)
+        if grant is None:
+            print(f"accelkit env: {request} does not fit on this node now", file=sys.stderr)
+            return EXIT_FAILED
+        env = grant.env(hide_others=args.hide_others, hooks=not args.no_hints)
+        if not grant.devices:
+            told = _nothing_granted(request, accelerator_type, env)
+            print(f"accelkit env: {told}", file=sys.stderr)
+        else:
+            _say_held(args, host, grant)
     left = left_alone(grant.families)
     if left:
         print(f"accelkit env: {left_alone_text(left, 'this shell')}", file=sys.stderr)

@@ -54,11 +54,12 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from accelkit import registry
+    from accelkit._stdout import stdout_aside
     from accelkit.node._detect import detect_node
     from accelkit.node._resources import DEFAULT_LABEL_PREFIX
 
     prefix = DEFAULT_LABEL_PREFIX if args.label_prefix is None else args.label_prefix
-    with warnings.catch_warnings():  # the listing says it once, in a sentence
+    with warnings.catch_warnings(), stdout_aside():  # the listing says it once, in a sentence
         warnings.simplefilter("ignore", registry.PluginWarning)
         node = detect_node(host_from_args(args), dict(args.override) or None, label_prefix=prefix)
         broken = [p.name for p in registry.plugin_report() if p.status == "error"]

@@ -49,9 +49,10 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the plugin report; the table already shows what the load warnings would say."""
     from accelkit import registry
+    from accelkit._stdout import stdout_aside
     from accelkit.errors import PluginError
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), stdout_aside():  # what plugins print is not the report
         warnings.simplefilter("ignore", registry.PluginWarning)
         try:
             registry.managers()

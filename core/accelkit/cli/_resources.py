@@ -39,9 +39,11 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Detect the node and print it in the chosen format."""
     from accelkit import exports
+    from accelkit._stdout import stdout_aside
     from accelkit.node._detect import detect_node
 
-    node = detect_node(host_from_args(args), dict(args.override) or None)
+    with stdout_aside():  # what plugins print is no part of the export
+        node = detect_node(host_from_args(args), dict(args.override) or None)
     if args.format == "json":
         print_json({"resources": node.resources, "labels": node.labels})
     elif args.format == "ray":
