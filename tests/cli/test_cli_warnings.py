@@ -124,3 +124,27 @@ def test_what_a_plugin_prints_never_reaches_the_output_a_program_reads(
         assert said in done.stderr
     if argv[0] == "env":
         assert done.stdout == "export NOISY_VISIBLE_DEVICES=0\n"
+
+
+@pytest.mark.parametrize("verb", [["env", "-r", "GPU=8"], ["resources"]], ids=lambda v: v[0])
+def test_an_exclusion_that_is_malformed_or_matches_nothing_is_said_where_devices_are_named(
+    verb: list[str],
+) -> None:
+    """A typo in ``ACCELKIT_EXCLUDE_DEVICES`` (``amd=3``, an unknown UUID) kept the broken GPU
+    the operator meant to exclude in every grant and export, and only ``ls`` said so."""
+    amd = ROOT / "examples" / "nodes" / "amd-mi300x-8gpu"
+    done = subprocess.run(
+        [sys.executable, "-m", "accelkit.cli", verb[0], "--host", str(amd), *verb[1:]],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ACCELKIT_EXCLUDE_DEVICES": "amd=3,amd:GPU-deadbeef"},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if ": warning: " in line]
+    assert said == [
+        f"accelkit {verb[0]}: warning: ACCELKIT_EXCLUDE_DEVICES entry 'amd=3' is not "
+        "family:device (e.g. nvidia:GPU-… or nvidia:3); ignoring it",
+        f"accelkit {verb[0]}: warning: ACCELKIT_EXCLUDE_DEVICES names amd:GPU-deadbeef, which "
+        "matches no device",
+    ]

@@ -197,6 +197,17 @@ def resource_text(item: str) -> tuple[str, str]:
     return name.strip(), text.strip()
 
 
+def say_exclusion_warnings(verb: str, node: Node) -> None:
+    """One ``accelkit VERB: warning:`` line for each ``ACCELKIT_EXCLUDE_DEVICES`` entry that is
+    malformed or matches no device. The verbs that hand out devices would otherwise act on a
+    typo silently, handing out the GPU the operator meant to keep off (``ls`` lists them)."""
+    from accelkit.node._operator import EXCLUDE_ENV
+
+    for diagnostic in node.diagnostics:
+        if diagnostic.level != "info" and diagnostic.message.startswith(EXCLUDE_ENV):
+            print(f"accelkit {verb}: warning: {printable(diagnostic.message)}", file=sys.stderr)
+
+
 def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
     """Left-aligned columns separated by two spaces, no trailing blanks: every verb's tables.
     Cells are :func:`~accelkit.cli.printable`: what fills them comes from vendor tools, other

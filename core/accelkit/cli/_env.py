@@ -36,6 +36,7 @@ from accelkit.cli._common import (
     process_text,
     resource_quantity,
     resource_text,
+    say_exclusion_warnings,
 )
 from accelkit.schedule._grant import grant_text, shared_resources
 
@@ -112,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         request, accelerator_type = parse_request(args.request)
         host = host_from_args(args)
         node = detect_node(host, dict(args.override) or None)
+        say_exclusion_warnings("env", node)
         grant = Allocator(node).acquire(request, accelerator_type=accelerator_type)
         if grant is None:
             print(f"accelkit env: {request} does not fit on this node now", file=sys.stderr)

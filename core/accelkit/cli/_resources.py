@@ -11,7 +11,12 @@ import sys
 from typing import Any
 
 from accelkit.cli import EXIT_OK
-from accelkit.cli._common import add_override_option, host_from_args, print_json
+from accelkit.cli._common import (
+    add_override_option,
+    host_from_args,
+    print_json,
+    say_exclusion_warnings,
+)
 
 FORMATS = ("json", "ray", "dask", "gres", "nfd")
 
@@ -44,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
     with stdout_aside():  # what plugins print is no part of the export
         node = detect_node(host_from_args(args), dict(args.override) or None)
+    say_exclusion_warnings("resources", node)
     if args.format == "json":
         print_json({"resources": node.resources, "labels": node.labels})
     elif args.format == "ray":
