@@ -442,6 +442,19 @@ def test_a_grant_is_said_with_its_family_where_several_families_serve_its_resour
     assert grant_text(Grant(9, {}, []), shared) == "nothing"
 
 
+def test_a_grant_of_plain_capacity_is_said_with_it() -> None:
+    """``ps`` and ``run`` said a grant of ``scratch_disk=2`` held "nothing"; the type resource a
+    request pins is no holding of its own."""
+    node = make_node(devices("nvidia", 2))
+    node.resources["scratch_disk"] = 4.0
+    alloc = Allocator(node)
+    disk = alloc.acquire({"scratch_disk": 2})
+    both = alloc.acquire({"GPU": 1, "scratch_disk": 0.5})
+    assert disk is not None and both is not None
+    assert grant_text(disk) == "scratch_disk=2"
+    assert grant_text(both) == "GPU 0; scratch_disk=0.5"
+
+
 def test_devices_of_one_resource_from_several_families_always_name_them() -> None:
     nvidia, amd = devices("nvidia", 1), devices("amd", 2)
     held = [(nvidia[0], 1.0), (amd[0], 1.0), (amd[1], 1.0)]

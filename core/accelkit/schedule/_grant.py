@@ -16,6 +16,7 @@ from accelkit._json import check_keys, check_version
 from accelkit._shown import shown
 from accelkit.device import Device
 from accelkit.errors import InvalidData
+from accelkit.manager import ACCELERATOR_TYPE_PREFIX
 from accelkit.quantities import json_amount
 
 if TYPE_CHECKING:
@@ -233,9 +234,17 @@ class Grant:
 
 
 def grant_text(grant: Grant, shared: Collection[str] = ()) -> str:
-    """``GPU 0,1`` or ``GPU 2 (0.5)``: what a grant holds, as people say it (``nothing`` when it
-    holds no device); see :func:`devices_text`."""
-    return devices_text(grant.devices, shared)
+    """``GPU 0,1`` or ``GPU 2 (0.5)``: what a grant holds, as people say it, its plain capacity
+    after its devices (``GPU 0; scratch_disk=2``), ``nothing`` when it holds neither; see
+    :func:`devices_text`."""
+    counted = {device.resource_name for device, _share in grant.devices}
+    plain = [
+        f"{name}={amount:g}"
+        for name, amount in grant.resources.items()
+        if name not in counted and not name.startswith(ACCELERATOR_TYPE_PREFIX)
+    ]
+    devices = devices_text(grant.devices, shared) if grant.devices else ""
+    return "; ".join(part for part in (devices, *plain) if part) or "nothing"
 
 
 def devices_text(devices: Iterable[tuple[Device, float]], shared: Collection[str] = ()) -> str:
