@@ -225,6 +225,26 @@ def test_design_example_2_3_5_names_logical_gpus_where_none_is_detected(generic:
     assert "ACME_VISIBLE_DEVICES='2,3,5' allows 3" in str(caught.value)
 
 
+@pytest.mark.parametrize("csv", [acme_csv(8), None], ids=["detected", "logical"])
+def test_the_operators_override_is_the_nodes_and_a_variable_shows_part_of_it(
+    generic: object, csv: object
+) -> None:
+    """An operator's ``ACCELKIT_OVERRIDE_RESOURCES`` ({"GPU": 4} on an 8-GPU node, or 8 made-up
+    GPUs) is inherited by every process of the node, a worker granted two GPUs too: detection
+    there raised, so ``accelkit ls``, ``env`` and ``resources`` failed in every such job. The
+    count is the node's; the variable shows this process part of it. A caller's own override
+    asking more than the variable allows is still refused."""
+    operator = {"ACCELKIT_OVERRIDE_RESOURCES": '{"GPU": 4}', "ACME_VISIBLE_DEVICES": "0,1"}
+    host = acme_host(env=operator, csv=csv)
+    node = detect_node(host)
+    assert [d.id for d in node.devices] == ["0", "1"]
+    assert "override GPU=4 from ACCELKIT_OVERRIDE_RESOURCES is the node's" in " ".join(
+        d.message for d in node.diagnostics
+    )
+    with pytest.raises(ConfigurationError, match="ACME_VISIBLE_DEVICES='0,1' allows 2"):
+        detect_node(host, {"GPU": 4})
+
+
 def test_an_index_never_names_a_partition(use_managers: MakeManagers) -> None:
     """A MIG-enabled GPU is never handed out by its parent index, even through the variable: a
     stray index names no device, and ends the list there."""

@@ -98,14 +98,27 @@ def ledger_node(
     causes = [f"{name}={host.env[name]!r}" for name in present]
     causes += [f"--override {name}={value}" for name, value in (overrides or {}).items()]
     why = ", ".join(causes)
-    try:
-        seen = detect_node(host, overrides, registry=registry)
+    try:  # the operator's override held to the variables, as a caller's is: see below
+        seen = detect_node(host, {**_operator_counts(host), **(overrides or {})}, registry=registry)
     except ConfigurationError:
         variables = [name for name in present if name not in CONFIG_ENV_VARS]
         if not variables or not (overrides or OVERRIDE_ENV in host.env):
             raise
         return _configured_then_seen(host, overrides, physical, variables, why, registry)
     return _part_of(seen, physical, why, registry)
+
+
+def _operator_counts(host: Host) -> dict[str, float]:
+    """The operator's ``ACCELKIT_OVERRIDE_RESOURCES`` on ``host``, as a caller's overrides.
+
+    Detection lets the variables a process inherits narrow the operator's count (every
+    granted worker sees fewer devices than the node has); the ledger must know the node the
+    operator configured, so it asks for the count strictly, and a disagreement sends it to
+    :func:`_configured_then_seen`."""
+    from accelkit.node._operator import read_overrides
+    from accelkit.quantities import from_units
+
+    return {name: from_units(o.units) for name, o in read_overrides(host.env, None).items()}
 
 
 def _configured_then_seen(

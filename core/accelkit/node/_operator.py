@@ -75,13 +75,13 @@ def read_overrides(
                 f"{OVERRIDE_ENV}={shown(raw)} must be a JSON object of resource -> count, such "
                 'as {"GPU": 2}'
             )
-        merged.update(_checked(data, OVERRIDE_ENV))
+        merged.update(_checked(data, OVERRIDE_ENV, configured=True))
     if overrides:
         merged.update(_checked(overrides, "overrides"))
     return merged
 
 
-def _checked(data: Mapping[Any, Any], source: str) -> dict[str, Override]:
+def _checked(data: Mapping[Any, Any], source: str, configured: bool = False) -> dict[str, Override]:
     checked: dict[str, Override] = {}
     for resource, value in data.items():
         if not isinstance(resource, str) or not resource or any(c.isspace() for c in resource):
@@ -93,7 +93,8 @@ def _checked(data: Mapping[Any, Any], source: str) -> dict[str, Override]:
             units = to_units(value, what=f"override {resource} ({source})")
         except InvalidRequest as exc:
             raise ConfigurationError(str(exc)) from None
-        checked[resource] = Override(units, f"{resource}={shown(value)} from {source}")
+        text = f"{resource}={shown(value)} from {source}"
+        checked[resource] = Override(units, text, configured)
     return checked
 
 
@@ -230,6 +231,18 @@ def _resize(owners: list[Family], override: Override, sink: list[Diagnostic]) ->
             f"override {override.source} asks for {target} {family.manager.resource_name} "
             f"device(s); one family may have at most {MAX_DEVICES} (accelkit.detect.MAX_DEVICES)"
         )
+    if family.restriction is not None and override.configured:
+        # The operator's count is the node's; the variable says which of it this process sees
+        # (a granted worker sees its grant's): what the variable allows stands.
+        sink.append(
+            Diagnostic(
+                family.manager.name,
+                "info",
+                f"override {override.source} is the node's; {family.restriction} shows this "
+                f"process {have} of its {family.manager.resource_name} device(s)",
+            )
+        )
+        return
     if family.restriction is not None:
         raise ConfigurationError(
             f"override {override.source} asks for {target} {family.manager.resource_name} "

@@ -28,10 +28,13 @@ NODE_FAMILY = "accelkit"
 
 
 class Override(NamedTuple):
-    """One requested resource quantity and where it was asked for (for error messages)."""
+    """One requested resource quantity and where it was asked for (for error messages);
+    ``configured``: the operator's, from the environment, which every process of the node
+    inherits (a granted worker's too), rather than one caller's ``overrides``."""
 
     units: int
     source: str
+    configured: bool = False
 
     @property
     def device_count(self) -> int:
