@@ -23,7 +23,8 @@ same way, against the node detected on the host without the restriction.
 The identity (:func:`fingerprint`) covers what the node's devices are (their device files'
 minors too, where detection reads them: processes in two device cgroups number different GPUs
 alike), and only that: families that have no device on the node, and plain capacity, are left
-out, so that a process with another set of plugins, or one user's override, meets the same
+out, so that a process with another set of plugins (beside those of the families the node has:
+one without such a family detects another node), or one user's override, meets the same
 ledger. (An earlier accelkit's
 identity covered every registered family, and its NVIDIA policy named files by index: a ledger
 it left with live grants is another node's to this one until those grants end.)
