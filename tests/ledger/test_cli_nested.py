@@ -84,6 +84,25 @@ def test_a_run_inside_a_grant_takes_a_step_of_it(tmp_path: Path) -> None:
     assert Ledger(ledger).grants() == []
 
 
+def test_a_run_inside_a_run_with_an_override_takes_a_step_of_it(tmp_path: Path) -> None:
+    """``--override`` reached no further than its own run: the command's ``accelkit run``
+    detected the node without it, met "another node" in the ledger, and was refused. The
+    command gets the override as the node's configuration, beside the operator's."""
+    ledger = tmp_path / "ledger.json"
+    inner = [sys.executable, "-m", "accelkit.cli", "run", "-r", "GPU=1", "--host", H100, "--"]
+    job = 'echo "$ACCELKIT_OVERRIDE_RESOURCES"; exec "$@"'
+    show = ["sh", "-c", 'echo "$CUDA_VISIBLE_DEVICES"']
+    outer = run(
+        ledger, "run", "-r", "GPU=2", "--host", H100, "--override", "GPU=10",
+        "--override", "scratch_disk=1/2", "--", "sh", "-c", job, "sh", *inner, *show,
+        env={**os.environ, "ACCELKIT_OVERRIDE_RESOURCES": '{"licenses": 3}'},
+    )  # fmt: skip
+    assert outer.returncode == 0, outer.stderr
+    configured, step = outer.stdout.splitlines()
+    assert json.loads(configured) == {"licenses": 3, "GPU": 10, "scratch_disk": 0.5}
+    assert step in ("0", "1") and "a step of grant" in outer.stderr
+
+
 def test_a_shell_that_sees_four_gpus_shares_the_ledger_with_unrestricted_holders(
     tmp_path: Path, four_of_eight: str
 ) -> None:

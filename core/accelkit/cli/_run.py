@@ -17,6 +17,7 @@ resource asked for zero (``-r GPU=0 -r NPU=1``) hides the families that serve it
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from accelkit.cli import printable
 from accelkit.cli._common import (
+    Quantity,
     add_ledger_option,
     add_override_option,
     add_request_options,
@@ -36,6 +38,7 @@ from accelkit.cli._common import (
     process_text,
 )
 from accelkit.cli._env import parse_request
+from accelkit.node._operator import OVERRIDE_ENV
 from accelkit.schedule._grant import grant_text, shared_resources
 
 if TYPE_CHECKING:
@@ -119,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
         held = _waits_for(ledger.view(), ledger)
         _say(f"{wants} does not fit now ({held}); use --wait to queue")
         return EXIT_BUSY
-    return _exec(command, grant, ledger, _hidden(args.hide_others, grant, request, ledger))
+    hidden = _hidden(args.hide_others, grant, request, ledger)
+    return _exec(command, grant, ledger, hidden, dict(args.override))
 
 
 def _hidden(
@@ -136,12 +140,24 @@ def _hidden(
 
 
 def _exec(
-    command: list[str], grant: Grant, ledger: Ledger, hidden: Union[bool, frozenset[str]]
+    command: list[str],
+    grant: Grant,
+    ledger: Ledger,
+    hidden: Union[bool, frozenset[str]],
+    overrides: Mapping[str, Quantity],
 ) -> int:
-    """Become ``command`` with the grant's environment; give the grant back if that fails."""
+    """Become ``command`` with the grant's environment; give the grant back if that fails.
+
+    ``--override`` goes to the command as the node's configuration (in
+    ``ACCELKIT_OVERRIDE_RESOURCES``, beside what that held): an ``accelkit run`` inside it then
+    detects the node this run took from, and takes a step of its grant, rather than meeting
+    "another node" in the ledger."""
     from accelkit.schedule._worker_env import worker_environ
 
     environ = worker_environ(ledger.env(grant, hide_others=hidden))
+    if overrides:
+        given = {name: q if isinstance(q, int) else float(q) for name, q in overrides.items()}
+        environ[OVERRIDE_ENV] = json.dumps({**_inherited_overrides(), **given})
     _say(f"took {_took(grant, ledger, hidden)}")
     sys.stdout.flush()
     ignored = _stop_ignoring(PYTHON_IGNORES)
@@ -152,6 +168,12 @@ def _exec(
         ledger.discard(grant)
         _say(f"cannot run {command[0]!r}: {error.strerror}")
         return EXIT_NOT_FOUND if isinstance(error, FileNotFoundError) else EXIT_CANNOT_EXECUTE
+
+
+def _inherited_overrides() -> dict[str, object]:
+    """The operator's ``ACCELKIT_OVERRIDE_RESOURCES`` this run read (valid: detection did)."""
+    raw = os.environ.get(OVERRIDE_ENV, "")
+    return dict(json.loads(raw)) if raw.strip() else {}
 
 
 PYTHON_IGNORES = ("SIGPIPE", "SIGXFZ", "SIGXFSZ")
