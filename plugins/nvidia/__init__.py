@@ -23,8 +23,9 @@ without it (``opened``); one that has fallen off the bus, or that NVML cannot op
 with a warning too, and keeps its place in the numbering, as it does in CUDA's.
 
 Detection: NVML (``pynvml``, no CUDA context), else ``nvidia-smi``'s CSV query, else
-``/proc/driver/nvidia/gpus/<bus id>/information`` numbered by bus id, as NVML numbers them, else
-a Jetson's integrated GPU from its Tegra files (``tegra``). Each GPU's device file is
+``/proc/driver/nvidia/gpus/<bus id>/information`` numbered by bus id, as NVML numbers them,
+without a GPU the driver excludes (``NVreg_ExcludedGpus``: NVML and CUDA do not count it), else a
+Jetson's integrated GPU from its Tegra files (``tegra``). Each GPU's device file is
 ``/dev/nvidia<minor>``, its ``Device.minor`` from NVML or the driver's file (``proc``), never
 its index; a GPU whose minor is not read gets no file in exports.
 """
@@ -51,7 +52,7 @@ from accelkit.detect import (
 from .cuda_visible import cuda_ids, names_uuid
 from .modes import offered, smi_modes
 from .nvml import cuda_handles, field, nvml_facts, optional_call, unanswered, unless_lost
-from .proc import PROC_GPUS, device_minor, information, proc_minor
+from .proc import device_minor, driver_gpus, proc_minor
 from .tegra import from_tegra_files
 
 # Marketing names -> labels ("NVIDIA H100 80GB HBM3" -> "H100"); others: the sanitized name.
@@ -228,18 +229,18 @@ def from_nvidia_smi(host: Host) -> Optional[list[Device]]:
 
 
 def from_proc(host: Host) -> Optional[list[Device]]:
-    """The driver's own files; numbered by bus id (NVML's order), never by Device Minor."""
-    buses = sorted(host.listdir(PROC_GPUS), key=str.lower)
+    """The driver's own files; numbered by bus id (NVML's order), never by Device Minor, and
+    without the GPUs the driver excludes, as CUDA numbers them (``proc``)."""
+    gpus = driver_gpus(host)  # None: the driver lists none
     devices = []
-    for index, bus in enumerate(buses):
-        fields = information(host, bus)
+    for index, (bus, fields) in enumerate(gpus or ()):
         minor = device_minor(fields)  # its device file and MIG capabilities, unless unreadable
         if minor is None or host.glob(f"{MIG_CAPS}/gpu{minor}/mig/gi*"):
             left_out(index, "no Device Minor" if minor is None else "it has MIG instances")
             continue
         name, uuid = fields.get("Model", ""), fields.get("GPU UUID", "")
         devices.append(gpu(index, name, uuid, None, fields.get("Bus Location", bus), minor))
-    return devices if buses else None
+    return None if gpus is None else devices
 
 
 def from_tegra(host: Host) -> Optional[list[Device]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+import shutil
 from typing import Any, Callable
 
 import accelkit
@@ -559,3 +560,38 @@ def test_snapshot_proc_files_alone_give_the_same_gpus(tmp_path: pathlib.Path) ->
     assert [(d.id, d.uuid, d.pci_bus_id, d.type_label) for d in by_proc] == [
         (d.id, d.uuid, d.pci_bus_id, d.type_label) for d in by_smi
     ]
+
+
+def damaged_snapshot(tmp_path: pathlib.Path) -> pathlib.Path:
+    """A copy of the recorded 8-GPU node, for a test to damage."""
+    copy = tmp_path / "node"
+    shutil.copytree(SNAPSHOT, copy)
+    return copy
+
+
+def test_proc_layer_leaves_out_a_gpu_the_driver_excludes(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    # NVreg_ExcludedGpus: the driver keeps the GPU's /proc directory, says "GPU Excluded: Yes",
+    # and does not initialise it, so neither NVML nor CUDA counts it. It was offered, and the
+    # GPUs after it kept numbers one too high: CUDA's GPU 2 was called 3.
+    node = damaged_snapshot(tmp_path)
+    gpus = node / "root/proc/driver/nvidia/gpus"
+    buses = sorted(p.name for p in gpus.iterdir())
+    information = gpus / buses[1] / "information"
+    information.write_text(information.read_text().replace("Excluded:\t No", "Excluded:\t Yes"))
+    expected = [information_uuid(gpus / bus) for bus in buses if bus != buses[1]]
+    devices, notes = run_detect(MANAGER, accelkit.FakeHost(root=node / "root"))
+    assert [(d.id, d.uuid, d.source) for d in devices] == [
+        (str(n), uuid, "sysfs") for n, uuid in enumerate(expected)
+    ]
+    assert (
+        f"warning: the GPU at {buses[1]} is left out: the driver excludes it (GPU Excluded: Yes"
+        in notes
+    )
+
+
+def information_uuid(directory: pathlib.Path) -> str:
+    """The ``GPU UUID`` an information file names."""
+    (line,) = (x for x in (directory / "information").read_text().splitlines() if "UUID" in x)
+    return line.split(":", 1)[1].strip()
