@@ -43,9 +43,7 @@ from accelkit.detect import (
     device_count,
     is_index,
     library_session,
-    parse_csv,
     parse_memory,
-    run_command,
     type_label,
 )
 
@@ -53,6 +51,7 @@ from .cuda_visible import cuda_ids, names_uuid
 from .modes import offered, smi_modes
 from .nvml import cuda_handles, field, nvml_facts, optional_call, unanswered, unless_lost
 from .proc import device_minor, driver_gpus, proc_minor
+from .smi import smi_rows
 from .tegra import from_tegra_files
 
 # Marketing names -> labels ("NVIDIA H100 80GB HBM3" -> "H100"); others: the sanitized name.
@@ -212,8 +211,10 @@ def mig_instance(nvml: Any, handle: object, slot: int, parent: Device) -> list[D
 
 
 def from_nvidia_smi(host: Host) -> Optional[list[Device]]:
-    """One GPU per row; an unreadable index makes the layer fail, so the next one answers."""
-    rows = parse_csv(run_command(host, NVIDIA_SMI), 6, "nvidia-smi output")
+    """One GPU per row; an unreadable index makes the layer fail, so the next one answers. A GPU
+    nvidia-smi names but cannot reach (exit status 15) is left out, and the others keep their
+    numbers (``smi``)."""
+    rows = smi_rows(host, NVIDIA_SMI, 6, 4)  # without the GPUs it cannot reach (``smi``)
     if not rows:  # no GPU prints "No devices were found" and exits 6: nothing is no answer
         return None
     for index, *_ in (row for row in rows if row[5] == "Enabled"):

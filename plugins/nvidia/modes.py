@@ -18,6 +18,8 @@ from typing import Optional, Union
 
 from accelkit import Device, Host, note
 
+from .smi import reachable
+
 __all__ = [
     "COMPUTE_MODES",
     "EXCLUSIVE",
@@ -76,10 +78,11 @@ def smi_modes(host: Host) -> dict[str, int]:
         result = host.run(SMI_MODES)
     except (OSError, TimeoutError) as error:
         return _no_modes(f"{type(error).__name__}: {error}")
-    if result.returncode != 0:
+    text = reachable(result)  # the rows of the GPUs it reaches, when it cannot reach one (smi)
+    if text is None:
         return _no_modes(f"exit status {result.returncode}")
     modes: dict[str, int] = {}
-    for line in result.stdout[:MAX_OUTPUT].splitlines():
+    for line in text[:MAX_OUTPUT].splitlines():
         index, _, name = (cell.strip() for cell in line.partition(","))
         mode = compute_mode(name)
         if index and mode is not None:

@@ -65,6 +65,21 @@ def test_run_command_notes_every_failure() -> None:
     assert ("info", "missing is not installed") in text
 
 
+def test_a_failed_command_is_quoted_by_its_error_line_not_its_last_line() -> None:
+    # nvidia-smi exiting 15 prints the error for the GPU it cannot reach among the healthy
+    # GPUs' rows: the last line quoted was a healthy row, which said nothing of the failure.
+    lost = "Unable to determine the device handle for GPU0000:3A:00.0: Unknown Error"
+    rows = ["0, GPU-a, NVIDIA H100 80GB HBM3", lost, "2, GPU-c, NVIDIA H100 80GB HBM3", ""]
+    host = FakeHost(commands={"smi": (15, "\n".join(rows)), "tool": (2, "a\nlast words\n")})
+    with collecting("widget") as notes:
+        assert run_command(host, ["smi"]) is None
+        assert run_command(host, ["tool"]) is None
+    assert [n.message for n in notes] == [
+        f"`smi` exited with 15: {lost}",
+        "`tool` exited with 2: last words",  # no line reads as an error: the last one
+    ]
+
+
 def test_run_command_passes_env_to_the_host_only_when_given() -> None:
     """A command asked with ``env`` gets it; one asked without calls ``host.run`` as Host
     subclasses written before ``env`` existed define it."""

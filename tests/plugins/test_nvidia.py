@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import pathlib
 import shutil
 from typing import Any, Callable
@@ -595,3 +596,83 @@ def information_uuid(directory: pathlib.Path) -> str:
     """The ``GPU UUID`` an information file names."""
     (line,) = (x for x in (directory / "information").read_text().splitlines() if "UUID" in x)
     return line.split(":", 1)[1].strip()
+
+
+LOST_LINE = "Unable to determine the device handle for GPU0000:3A:00.0: Unknown Error"
+"""What nvidia-smi prints for a GPU it cannot reach, as users report it (its wording unverified)."""
+
+
+def smi_losing_gpu_2(node: pathlib.Path, status: int) -> None:
+    """The recorded nvidia-smi query exits ``status``, printing :data:`LOST_LINE` for GPU 2."""
+    manifest = json.loads((node / "snapshot.json").read_text())
+    (smi,) = (c for c in manifest["commands"] if c["argv"] == list(nvidia_hosts.NVIDIA_SMI_ARGV))
+    rows = smi["stdout"].splitlines()
+    smi.update(returncode=status, stdout="\n".join([*rows[:2], LOST_LINE, *rows[3:]]) + "\n")
+    (node / "snapshot.json").write_text(json.dumps(manifest))
+
+
+def test_a_gpu_nvidia_smi_cannot_reach_is_left_out_and_the_others_keep_their_numbers(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    # nvidia-smi exits 15 ("GPU has fallen off the bus or has otherwise become inaccessible") and
+    # prints the healthy GPUs' rows with a line for the lost one. The command layer failed, the
+    # /proc layer then offered the lost GPU to grants, and the warning quoted a healthy row.
+    node = damaged_snapshot(tmp_path)
+    smi_losing_gpu_2(node, 15)
+    devices, notes = run_detect(MANAGER, load_snapshot(node))
+    assert [(d.id, d.pci_bus_id, d.source) for d in devices] == [
+        (str(n), bus, "command") for n, bus in enumerate(fake.BUS_IDS) if n != 2
+    ]
+    assert (
+        f"warning: GPU 0000:3a:00.0 is left out: nvidia-smi cannot reach it ({LOST_LINE!r}, "
+        "exit status 15: fallen off the bus or otherwise inaccessible)" in notes
+    )
+    assert "command layer failed" not in notes and "exited with" not in notes
+    node_devices = accelkit.detect_node(load_snapshot(node)).devices
+    assert [d.id for d in node_devices if d.family == "nvidia"] == [
+        "0",
+        "1",
+        "3",
+        "4",
+        "5",
+        "6",
+        "7",
+    ]
+
+
+def test_nvidia_smi_failing_otherwise_still_fails_its_layer(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    node = damaged_snapshot(tmp_path)
+    smi_losing_gpu_2(node, 9)  # not "fallen off the bus": the rows are not trusted
+    devices, notes = run_detect(MANAGER, load_snapshot(node))
+    assert [d.source for d in devices] == ["sysfs"] * 8
+    assert f"exited with 9: {LOST_LINE}" in notes  # the error line, not the last row
+    manifest = json.loads((node / "snapshot.json").read_text())
+    (smi,) = (c for c in manifest["commands"] if c["argv"] == list(nvidia_hosts.NVIDIA_SMI_ARGV))
+    smi.update(returncode=15, stdout=smi["stdout"].replace(LOST_LINE, "Unknown Error"))
+    (node / "snapshot.json").write_text(json.dumps(manifest))
+    devices, notes = run_detect(MANAGER, load_snapshot(node))  # 15 naming no GPU: no answer
+    assert [d.source for d in devices] == ["sysfs"] * 8
+    assert "exited with 15: Unknown Error" in notes
+
+
+def test_compute_modes_are_read_beside_a_gpu_nvidia_smi_cannot_reach(
+    tmp_path: pathlib.Path, run_detect: Callable[..., Any]
+) -> None:
+    gpus = fake.fake_gpus(4)
+    gpus[3] = dataclasses.replace(gpus[3], compute_mode=2)  # Prohibited
+    lost = f"Unable to determine the device handle for GPU{gpus[1].bus_id.upper()}: GPU is lost"
+    rows = nvidia_hosts.nvidia_smi_output(gpus).splitlines()
+    modes = nvidia_hosts.compute_mode_output(gpus).splitlines()
+    nvidia_hosts.write_sysfs(tmp_path, gpus)
+    host = accelkit.FakeHost(
+        root=tmp_path,
+        commands={
+            nvidia_hosts.NVIDIA_SMI_ARGV: (15, "\n".join([rows[0], lost, *rows[2:]])),
+            nvidia_hosts.COMPUTE_MODE_ARGV: (15, "\n".join([modes[0], lost, *modes[2:]])),
+        },
+    )
+    devices, notes = run_detect(MANAGER, host)
+    assert [(d.id, d.offered) for d in devices] == [("0", True), ("2", True), ("3", False)]
+    assert "gave no compute modes" not in notes

@@ -204,14 +204,27 @@ def run_command(
         note(f"`{shown}` could not run: {exc}", "warning")
         return None
     if result.returncode != 0:
-        detail = (result.stderr or result.stdout).strip().splitlines()
+        detail = _error_line(result.stderr, shown) or _error_line(result.stdout, shown)
         note(
-            f"`{shown}` exited with {result.returncode}"
-            + (f": {detail[-1][:200]}" if detail else ""),
+            f"`{shown}` exited with {result.returncode}" + (f": {detail}" if detail else ""),
             failing,
         )
         return None
     return bounded(result.stdout, f"`{shown}` output")
+
+
+_ERROR_WORDS = re.compile(
+    r"(?i)\b(?:error|fail\w*|unable|cannot|can't|couldn't|could not|not found|invalid|denied)\b"
+)
+
+
+def _error_line(text: str, shown: str) -> str:
+    """The line of a failed command's output to quote: the last one that reads as an error
+    (a tool may print it among the rows it could still give, nvidia-smi's "Unable to determine
+    the device handle ..." among the healthy GPUs'), else the last line; cut at 200 characters."""
+    found = [line.strip() for line in lines(text, f"`{shown}` output") if line.strip()]
+    errors = [line for line in found if _ERROR_WORDS.search(line)]
+    return (errors or found or [""])[-1][:200]
 
 
 def parse_json(text: Optional[str], what: str) -> Any:
