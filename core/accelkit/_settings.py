@@ -79,8 +79,9 @@ class Budgets(NamedTuple):
 
     ``command``: a vendor command (``ACCELKIT_COMMAND_TIMEOUT``, default 10; ``nvidia-smi`` can
     hang). ``probe``: a library probe process (``ACCELKIT_PROBE_TIMEOUT``, default 20; SYCL and
-    ACL initialisation is slow, not endless). ``library``: importing and initialising an
-    in-process vendor library such as NVML or amdsmi (``ACCELKIT_LIBRARY_TIMEOUT``, default 10).
+    ACL initialisation is slow, not endless). ``library``: a detection layer's work in an
+    in-process vendor library such as NVML or amdsmi, its import, initialisation and queries in
+    all (``ACCELKIT_LIBRARY_TIMEOUT``, default 10).
     ``detection``: the whole of one node detection, every family at once
     (``ACCELKIT_DETECT_TIMEOUT``, default 30): a family that has not answered by then is left out,
     however many hang, and nothing started for it outlives the deadline's budget. (A named

@@ -157,7 +157,8 @@ def test_each_kind_of_hang_is_cut_reported_and_the_others_answer(
     assert node.resources == {"GOOD": 1.0, "LIB": 2.0}
     assert [m for m in errors(node, "command") if "timed out" in m and "0.3s" in m]
     assert errors(node, "library") == [
-        "library layer timed out: hungsmi.init() did not return within 0.3s"
+        "library layer timed out: hungsmi.init() did not return within 0.3s "
+        "(ACCELKIT_LIBRARY_TIMEOUT); hungsmi is not used again until it returns"
     ]
     assert [m for m in errors(node, "probe") if "exited with code 3" in m]
     assert errors(node, "thirdparty") == [
@@ -222,7 +223,8 @@ def test_a_library_still_hung_is_not_initialised_again(
     second = detect_node(host, registry=plugins)
     assert calls == ["init"]
     assert errors(first, "library") == [
-        "library layer timed out: hungsmi.init() did not return within 0.2s"
+        "library layer timed out: hungsmi.init() did not return within 0.2s "
+        "(ACCELKIT_LIBRARY_TIMEOUT); hungsmi is not used again until it returns"
     ]
     (again,) = errors(second, "library")
     assert "hungsmi.init() has not returned from an earlier call" in again
@@ -277,3 +279,19 @@ def test_nothing_starts_once_the_deadline_has_passed() -> None:
             LocalHost().run(["sleep", "60"])
         with pytest.raises(TimeoutError, match="deadline passed"):
             LocalHost().probe(probe_targets.answer, 1)
+
+
+def test_a_library_layer_is_cut_only_for_its_time_in_the_library(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A library layer may spend longer than the library budget outside a library session (a
+    # probe process has its own, longer, budget): only its session is bounded.
+    budgets(monkeypatch, library="0.1")
+
+    def slow_probe_then_answer(host: Host) -> list[Device]:
+        time.sleep(0.3)
+        return [Device("0")]
+
+    with deadlines.clock(Budgets.from_env({"ACCELKIT_LIBRARY_TIMEOUT": "0.1"})):
+        devices = detect_layers(FakeHost(), ("library", slow_probe_then_answer))
+    assert [(d.id, d.source) for d in devices] == [("0", "library")]

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import pathlib
 import shutil
+import threading
 from typing import Any, Callable
 
 import accelkit
@@ -676,3 +677,40 @@ def test_compute_modes_are_read_beside_a_gpu_nvidia_smi_cannot_reach(
     devices, notes = run_detect(MANAGER, host)
     assert [(d.id, d.offered) for d in devices] == [("0", True), ("2", True), ("3", False)]
     assert "gave no compute modes" not in notes
+
+
+@pytest.mark.parametrize("call", ["nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex"])
+def test_an_nvml_query_that_hangs_costs_the_library_layer_only(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, call: str
+) -> None:
+    # Only NVML's import, init and shutdown were bounded: a query after nvmlInit that never
+    # returned (a hung driver) held the whole family to the detection's deadline ("detect() did
+    # not finish"), nvidia-smi and /proc were never asked, and later detections skipped nvidia.
+    monkeypatch.setenv("ACCELKIT_LIBRARY_TIMEOUT", "0.3")
+    monkeypatch.setenv("ACCELKIT_DETECT_TIMEOUT", "3")
+    gpus = fake.fake_gpus(2)
+    nvml, release, calls = fake.fake_pynvml(gpus), threading.Event(), []
+    answer = getattr(nvml, call)
+
+    def hangs(*args: Any) -> Any:
+        calls.append(args)
+        release.wait()
+        return answer(*args)
+
+    setattr(nvml, call, hangs)
+    host = host_with(tmp_path, gpus, nvml=nvml, smi=(0, nvidia_hosts.nvidia_smi_output(gpus)))
+    try:
+        first, second = accelkit.detect_node(host), accelkit.detect_node(host)
+    finally:
+        release.set()
+    for node in (first, second):
+        assert [(d.id, d.source) for d in node.devices] == [("0", "command"), ("1", "command")]
+    errors = [[d.message for d in n.diagnostics if d.level == "error"] for n in (first, second)]
+    assert errors[0] == [
+        f"library layer timed out: pynvml.{call}() did not return within 0.3s "
+        "(ACCELKIT_LIBRARY_TIMEOUT); pynvml is not used again until it returns"
+    ]
+    (again,) = errors[1]  # the thread still stuck in NVML is not joined by another
+    assert again.startswith(f"library layer timed out: pynvml.{call}() has not returned from an")
+    assert again.endswith("; pynvml is not used again until it returns")
+    assert len(calls) == 1 and nvml.calls["nvmlInit"] == 1

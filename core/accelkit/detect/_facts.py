@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional, TypeVar
 
 from accelkit._shown import shown
 from accelkit.detect._layers import import_library, normalise_bus_id
+from accelkit.detect._sessions import Watch, step, watched
 from accelkit.device import MAX_DEVICES
 from accelkit.diagnostics import note
 from accelkit.host import Host
@@ -52,17 +53,28 @@ def library_session(
     or a status its message names, is in ``absent`` (NVML's ``NVMLError_DriverNotLoaded``;
     amdsmi raises one class for every status, so ``AMDSMI_STATUS_DRIVER_NOT_LOADED``): a binding
     with no driver behind it is an absent stack, an ``info`` note. Any other ``init`` error
-    propagates, so the detection layer reports it and the next layer answers. The import,
-    ``init`` and ``shutdown`` may each take the library budget (``ACCELKIT_LIBRARY_TIMEOUT``):
-    one that blocks (a hung driver) raises ``TimeoutError``, and a shutdown that blocks is only
-    noted, keeping what the block found.
+    propagates, so the detection layer reports it and the next layer answers.
+
+    In a ``library`` layer of :func:`~accelkit.detect.detect_layers`, the import, ``init`` and
+    every call of the block take the library budget (``ACCELKIT_LIBRARY_TIMEOUT``) in all: a
+    call that blocks (a hung driver, in ``init`` or in any query after it) times the layer out,
+    and the library is not used again until that call returns (``_sessions``). Elsewhere the
+    import and ``init`` may each take the budget. Either way a ``shutdown`` that blocks is
+    only noted, keeping what the block found.
     """
-    library = _bounded(lambda: import_library(host, name), f"import {name}", ("import", name))
+    watch = watched()  # a library layer's session: bounded as a whole (``_sessions``)
+    if watch is not None:
+        watch.name = name
+    library = _bounded(
+        watch, lambda: import_library(host, name), f"import {name}", ("import", name)
+    )
     if library is None:
         yield None
         return
+    if watch is not None:
+        watch.library = library
     try:
-        _bounded(getattr(library, init), f"{name}.{init}()", (id(library), init))
+        _bounded(watch, getattr(library, init), f"{name}.{init}()", (id(library), init))
     except Exception as exc:
         named = {cls.__name__ for cls in type(exc).__mro__}
         if not (named & set(absent) or any(status in str(exc) for status in absent)):
@@ -70,17 +82,27 @@ def library_session(
         note(f"{name}.{init}() found no vendor stack: {type(exc).__name__}: {exc}")
         yield None
         return
+    if watch is not None:  # a call that hangs keeps the library from being initialised again
+        watch.step = f"a {name} call after {name}.{init}()"
     try:
         yield library
     finally:
+        if watch is not None:
+            watch.deadline = None  # the shutdown has a budget of its own
         try:
-            _bounded(getattr(library, shutdown), f"{name}.{shutdown}()", (id(library), shutdown))
+            _bounded(
+                None, getattr(library, shutdown), f"{name}.{shutdown}()", (id(library), shutdown)
+            )
         except TimeoutError as exc:
             note(f"{exc}; what the library said is kept", "error")
 
 
-def _bounded(function: Callable[[], T], what: str, key: Hashable) -> T:
-    """``function()`` within the library budget (:func:`accelkit.host._deadlines.call_within`)."""
+def _bounded(watch: Optional[Watch], function: Callable[[], T], what: str, key: Hashable) -> T:
+    """``function()`` within the library budget: as a step of the library layer's session
+    (``watch``; :mod:`accelkit.detect._sessions`), else in a thread of its own
+    (:func:`accelkit.host._deadlines.call_within`)."""
+    if watch is not None:
+        return step(watch, function, what, key)
     return deadlines.call_within(function, deadlines.limit(None, "library"), what, key)
 
 

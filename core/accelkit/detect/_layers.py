@@ -23,6 +23,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 from accelkit._stdout import stdout_captured
 from accelkit.detect._bounds import MAX_OUTPUT, bounded, lines
+from accelkit.detect._sessions import run_library_layer
 from accelkit.device import MAX_DEVICES, Device
 from accelkit.diagnostics import Level, note
 from accelkit.errors import ProbeError
@@ -61,13 +62,17 @@ _NOT_AVAILABLE = ("", "N/A", "[N/A]", "n/a", "-")
 def detect_layers(host: Host, *layers: tuple[str, Layer]) -> list[Device]:
     """Ask ``(source, layer)`` pairs in order; the first that answers wins.
 
+    A ``library`` layer runs off this thread, and its work in a vendor library
+    (:func:`~accelkit.detect.library_session`) is cut at ``ACCELKIT_LIBRARY_TIMEOUT`` as a
+    whole: a call that hangs anywhere in it costs that layer only (``_sessions``).
+
     The winning layer's devices are completed (see the module docstring): ``source`` set unless
     the layer set it, so a reader of the node knows which layer spoke; bus id normalised; NUMA
     node from sysfs; "N/A" facts None.
     """
     for source, layer in layers:
-        try:
-            devices = layer(host)
+        try:  # a library layer's session in a vendor library is bounded as a whole (_sessions)
+            devices = run_library_layer(host, layer) if source == "library" else layer(host)
         except TimeoutError as exc:  # a hung library: cut at its budget, the next layer answers
             note(f"{source} layer timed out: {exc}", "error")
             continue
