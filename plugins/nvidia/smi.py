@@ -30,11 +30,12 @@ __all__ = ["GPU_LOST_STATUS", "UNREACHABLE", "reachable", "smi_rows", "unreachab
 
 GPU_LOST_STATUS = 15
 """nvidia-smi's exit status for a GPU fallen off the bus or otherwise inaccessible."""
-UNREACHABLE = re.compile(
+UNREACHABLE = (
     r"(?i)^\s*unable to determine the device handle for gpu\s*"
     r"(?P<bus>(?:[0-9a-f]{4,8}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\s*:\s*(?P<why>.*?)\s*$"
 )
-"""A line naming a GPU nvidia-smi cannot reach (its bus id, then why)."""
+"""A line naming a GPU nvidia-smi cannot reach (its bus id, then why): a pattern, compiled on
+first use rather than at every start."""
 WHAT = "nvidia-smi output"
 
 
@@ -43,7 +44,7 @@ def unreachable(result: CommandResult) -> dict[str, str]:
     reach (on stdout or stderr)."""
     found = {}
     for line in f"{result.stdout}\n{result.stderr}".splitlines():
-        named = UNREACHABLE.match(line)
+        named = re.match(UNREACHABLE, line)
         bus = None if named is None else normalise_bus_id(named["bus"])
         if bus is not None:
             found[bus] = line.strip()
@@ -57,7 +58,7 @@ def reachable(result: CommandResult) -> Optional[str]:
         return None
     if result.returncode == GPU_LOST_STATUS and not unreachable(result):
         return None
-    return "\n".join(x for x in result.stdout.splitlines() if not UNREACHABLE.match(x))
+    return "\n".join(x for x in result.stdout.splitlines() if not re.match(UNREACHABLE, x))
 
 
 def smi_rows(host: Host, argv: Sequence[str], fields: int, bus: int) -> Optional[list[list[str]]]:

@@ -218,9 +218,10 @@ def run_command(
     return bounded(result.stdout, f"`{shown}` output")
 
 
-_ERROR_WORDS = re.compile(
+_ERROR_WORDS = (
     r"(?i)\b(?:error|fail\w*|unable|cannot|can't|couldn't|could not|not found|invalid|denied)\b"
 )
+"""Words of a line that says what went wrong (a pattern: compiled on first use, not at start)."""
 
 
 def _error_line(text: str, shown: str) -> str:
@@ -228,7 +229,7 @@ def _error_line(text: str, shown: str) -> str:
     (a tool may print it among the rows it could still give, nvidia-smi's "Unable to determine
     the device handle ..." among the healthy GPUs'), else the last line; cut at 200 characters."""
     found = [line.strip() for line in lines(text, f"`{shown}` output") if line.strip()]
-    errors = [line for line in found if _ERROR_WORDS.search(line)]
+    errors = [line for line in found if re.search(_ERROR_WORDS, line)]
     return (errors or found or [""])[-1][:200]
 
 
