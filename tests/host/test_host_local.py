@@ -11,7 +11,7 @@ from pathlib import Path
 
 import probe_targets
 import pytest
-from accelkit.detect import call_probe
+from accelkit.detect import call_probe, run_command
 from accelkit.diagnostics import collecting
 from accelkit.errors import ProbeError
 from accelkit.host import LocalHost
@@ -56,6 +56,46 @@ def test_run_past_its_timeout_is_killed_quickly(tmp_path: Path) -> None:
     pid = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):  # reaped and gone, not left sleeping
         os.kill(pid, 0)
+
+
+@pytest.mark.parametrize(("stream", "redirect"), [("stdout", ""), ("stderr", " >&2")])
+def test_a_command_printing_past_the_bound_is_killed_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stream: str, redirect: str
+) -> None:
+    """Each output is read up to MAX_READ_BYTES, not whole: a ``yes`` for nvidia-smi took
+    accelkit ls to 4.8 GB in 3 s, and past its budget four times over. The command is killed
+    there, with an error naming it and the bound, and its layer fails."""
+    pid_file = tmp_path / "pid"
+    tool = tmp_path / "flood-smi"  # 8 MB, then it goes on running
+    tool.write_text(
+        f"#!/bin/sh\necho $$ > {pid_file}\nhead -c 8000000 /dev/zero{redirect}\nsleep 5"
+    )
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    started = time.monotonic()
+    bound = f"flood-smi wrote more than 1048576 bytes to its {stream}"
+    with pytest.raises(OSError, match=bound):
+        LocalHost().run(["flood-smi"], timeout=4)
+    assert time.monotonic() - started < 3
+    with pytest.raises(ProcessLookupError):  # killed and reaped, not left printing
+        os.kill(int(pid_file.read_text()), 0)
+    with collecting("test") as notes:
+        assert run_command(LocalHost(), ["flood-smi"], timeout=4) is None
+    assert [n.message for n in notes] == [
+        f"`flood-smi` failed: {bound}, more than any machine's devices print; killed it"
+    ]
+
+
+def test_a_probe_printing_past_the_bound_is_killed_there() -> None:
+    """A library that prints without end fails its probe at the bound, not at its budget."""
+    started = time.monotonic()
+    with pytest.raises(ProbeError, match="flood wrote more than 1048576 bytes to its stdout"):
+        LocalHost().probe(probe_targets.flood, timeout=4)
+    assert time.monotonic() - started < 3
+
+
+def test_a_probe_request_larger_than_a_pipe_reaches_it_whole() -> None:
+    assert LocalHost().probe(probe_targets.measure, "x" * 300_000, timeout=10) == 300_000
 
 
 def test_probe_runs_a_module_function_in_a_spawned_process() -> None:

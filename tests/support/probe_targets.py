@@ -33,3 +33,17 @@ def import_error_inside_a_call(import_module: Callable[[str], Any]) -> None:
     """The library imports, then one of its calls raises ImportError (a missing .so)."""
     import_module("json")
     raise ImportError("libfoo.so: cannot open shared object file")
+
+
+def measure(import_module: Callable[[str], Any], text: str) -> int:
+    """The length of ``text``: a request larger than a pipe holds reaches the probe whole."""
+    return len(text)
+
+
+def flood(import_module: Callable[[str], Any]) -> None:
+    """A library that prints past any bound, then goes on running."""
+    import sys
+
+    sys.stdout.write("x" * 8_000_000)
+    sys.stdout.flush()
+    time.sleep(30)

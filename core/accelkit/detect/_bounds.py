@@ -5,7 +5,9 @@ GPU, ``amd-smi static --json`` under 1 KB a GPU); a broken or hostile one may pr
 Every parser of :mod:`accelkit.detect` reads at most :data:`MAX_OUTPUT` characters and
 :data:`MAX_LINES` lines, and keeps at most :data:`~accelkit.device.MAX_DEVICES` records, so
 garbage costs what the bound costs whatever its size, never what its size would; what is cut is
-noted. Splitting or decoding the whole text first would already cost its size.
+noted. Splitting or decoding the whole text first would already cost its size. On this machine
+a command or probe process that prints more than the bound is not read further but killed
+(:mod:`accelkit.host._processes`): reading it all would already cost its size, and its time.
 """
 
 from __future__ import annotations

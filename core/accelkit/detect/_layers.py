@@ -206,7 +206,7 @@ def run_command(
         note(f"`{shown}` timed out: {exc}", "error")
         return None
     except OSError as exc:
-        note(f"`{shown}` could not run: {exc}", "warning")
+        note(f"`{shown}` failed: {exc}", "warning")
         return None
     if result.returncode != 0:
         detail = _error_line(result.stderr, shown) or _error_line(result.stdout, shown)

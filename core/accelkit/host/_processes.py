@@ -2,7 +2,10 @@
 
 A command such as ``nvidia-smi`` can hang, and a library such as dpctl can block for ever or crash
 the process that loads it: both run in a child of their own session, and a child past its budget
-is killed with everything it started, so detection always answers. A probe's child runs
+is killed with everything it started, so detection always answers. A child may also print for
+ever (a broken tool in a loop): at most :data:`~accelkit.host._base.MAX_READ_BYTES` of each of
+its outputs is read, and a child that writes more is killed as one past its budget (reading all
+of it cost 4.8 GB of memory in 3 s, and the budget four times over). A probe's child runs
 :data:`_PROBE_MAIN`, which imports the probe function by name and writes its result as one JSON
 line, so nothing of the library ever reaches this process.
 """
@@ -12,13 +15,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Optional
+import time
+from collections.abc import Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, Callable, Optional
 
 from accelkit._settings import Budgets
 from accelkit.errors import ProbeError
 from accelkit.host import _deadlines as deadlines
-from accelkit.host._base import CommandResult, ProbeEnv, ProbeFunction
+from accelkit.host._base import MAX_READ_BYTES, CommandResult, ProbeEnv, ProbeFunction
 
 if TYPE_CHECKING:
     import subprocess
@@ -56,11 +60,7 @@ def run_command(
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    try:
-        out, err = process.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        _kill_group(process)
-        raise TimeoutError(f"{argv[0]} did not finish within {limit:g}s") from None
+    out, err = _outputs(process, argv[0], limit)
     return CommandResult(
         process.returncode,
         out.decode("utf-8", "replace"),
@@ -99,13 +99,8 @@ def run_probe(
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    try:
-        out, err = process.communicate(request.encode(), timeout=limit)
-    except subprocess.TimeoutExpired:
-        _kill_group(process)
-        raise TimeoutError(
-            f"probe {function.__module__}.{function.__qualname__} did not finish within {limit:g}s"
-        ) from None
+    what = f"probe {function.__module__}.{function.__qualname__}"
+    out, err = _outputs(process, what, limit, request.encode(), _printed_past_the_bound)
     lines = out.decode("utf-8", "replace").strip().splitlines()
     try:
         reply = json.loads(lines[-1])
@@ -120,6 +115,11 @@ def run_probe(
     if "error" in reply:
         raise ProbeError(reply["error"])
     return reply["result"]
+
+
+def _printed_past_the_bound(message: str) -> ProbeError:
+    """The error of a probe process killed for what it printed: no answer comes from it."""
+    return ProbeError(message, crashed=True)
 
 
 def _environment(env: Optional[ProbeEnv]) -> Optional[dict[str, str]]:
@@ -144,30 +144,104 @@ def _on_path(program: str) -> bool:
     return any(os.path.isfile(c) and os.access(c, os.X_OK) for c in candidates)
 
 
+def _outputs(
+    process: subprocess.Popen[bytes],
+    what: str,
+    seconds: float,
+    request: bytes = b"",
+    flooded: Callable[[str], Exception] = OSError,
+) -> tuple[bytes, bytes]:
+    """What ``process`` wrote to its stdout and stderr until it exited, ``request`` written to
+    its stdin: ``Popen.communicate``, bounded. Past ``seconds`` (``TimeoutError``), or past
+    :data:`~accelkit.host._base.MAX_READ_BYTES` on either output (``flooded``), its group is
+    killed and the error names ``what`` and the bound."""
+    import subprocess
+
+    ends = time.monotonic() + seconds
+    pipes = {"stdin": process.stdin, "stdout": process.stdout, "stderr": process.stderr}
+    try:
+        out, err = _read({n: p for n, p in pipes.items() if p is not None}, ends, request)
+        process.wait(max(0.0, ends - time.monotonic()))  # it may close its outputs and go on
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        raise TimeoutError(f"{what} did not finish within {seconds:g}s") from None
+    except _Flood as flood:
+        _kill_group(process)
+        raise flooded(
+            f"{what} wrote more than {MAX_READ_BYTES} bytes to its {flood}, more than any "
+            "machine's devices print; killed it"
+        ) from None
+    return out, err
+
+
+class _Flood(Exception):
+    """A child wrote more than :data:`~accelkit.host._base.MAX_READ_BYTES` to the output named."""
+
+
+def _read(pipes: Mapping[str, IO[bytes]], ends: float, request: bytes) -> tuple[bytes, bytes]:
+    """A child's stdout and stderr, each read until it closes, and ``request`` written to its
+    stdin (if a pipe) meanwhile, as the child reads it; ``TimeoutExpired`` at ``ends``,
+    :class:`_Flood` past the bound."""
+    import selectors
+    import subprocess
+
+    outputs = {"stdout": bytearray(), "stderr": bytearray()}
+    with selectors.PollSelector() as selector:
+        for name, pipe in pipes.items():
+            events = selectors.EVENT_WRITE if name == "stdin" else selectors.EVENT_READ
+            selector.register(pipe, events, name)
+        while selector.get_map():
+            left = ends - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired("child", 0)
+            for key, _ in selector.select(left):
+                if key.data == "stdin":
+                    request = _send(key.fd, request)
+                    if not request:  # all sent: the child sees its end
+                        selector.unregister(key.fd)
+                        pipes["stdin"].close()
+                    continue
+                chunk = os.read(key.fd, _CHUNK)
+                if not chunk:
+                    selector.unregister(key.fd)
+                    continue
+                outputs[key.data] += chunk
+                if len(outputs[key.data]) > MAX_READ_BYTES:
+                    raise _Flood(key.data)
+    return bytes(outputs["stdout"]), bytes(outputs["stderr"])
+
+
+def _send(fd: int, request: bytes) -> bytes:
+    """What is left of ``request`` after one write to the pipe ``fd``, which has room for
+    ``PIPE_BUF`` bytes; nothing when the child has closed its end."""
+    import select
+
+    try:
+        return request[os.write(fd, request[: select.PIPE_BUF]) :]
+    except BrokenPipeError:  # it exited without reading: its outputs say why
+        return b""
+
+
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    """Kill a timed-out child and whatever it started, then reap it.
+    """Kill a child and whatever it started, stop reading its pipes, then reap it.
 
     A descendant that left the process group (``setsid``) survives the kill and may hold the
-    output pipes open for ever: after a short grace period, stop reading them rather than wait.
+    output pipes open, or fill them, for ever: they are closed, not drained.
     """
     import signal
-    import subprocess
 
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except OSError:
         process.kill()
-    try:
-        process.communicate(timeout=_REAP_GRACE)
-    except subprocess.TimeoutExpired:
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
-        process.wait()
+    for stream in (process.stdin, process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()
+    process.wait()
 
 
-_REAP_GRACE = 1.0
-"""Seconds to drain a killed child's pipes before giving up on descendants that hold them."""
+_CHUNK = 1 << 15
+"""Bytes read from a child's output at a time."""
 
 
 _PROBE_MAIN = """
