@@ -84,8 +84,10 @@ class Budgets(NamedTuple):
     all (``ACCELKIT_LIBRARY_TIMEOUT``, default 10).
     ``detection``: the whole of one node detection, every family at once
     (``ACCELKIT_DETECT_TIMEOUT``, default 30): a family that has not answered by then is left out,
-    however many hang, and nothing started for it outlives the deadline's budget. (A named
-    tuple: a dataclass costs ``import accelkit.host._processes`` a fifth of a millisecond more.)
+    however many hang, and every command and probe process started for it is killed before
+    detection returns (a hung in-process call cannot be: its thread is left, and not started
+    again while it runs). (A named tuple: a dataclass costs ``import accelkit.host._processes``
+    a fifth of a millisecond more.)
     """
 
     command: float = 10.0

@@ -9,10 +9,16 @@ only catch a detection that hangs; they are far above what any budget allows.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import os
+import signal
+import subprocess
 import threading
 import time
 import types
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any, Optional
 
 import probe_targets
@@ -21,7 +27,7 @@ from accelkit import ConfigurationError, Registry, detect_node
 from accelkit._settings import Budgets, seconds
 from accelkit.detect import call_probe, detect_layers, library_session, run_command
 from accelkit.device import Device
-from accelkit.host import FakeHost, Host, LocalHost, ProbeEnv
+from accelkit.host import FakeHost, Host, LocalHost, ProbeEnv, _processes
 from accelkit.host import _deadlines as deadlines
 from accelkit.host._base import ProbeFunction
 from accelkit.manager import AcceleratorManager
@@ -257,6 +263,72 @@ def test_a_command_is_killed_at_the_detection_deadline_before_its_own_budget(
     assert errors(node, "command"), node.diagnostics
 
 
+class Lingering(AcceleratorManager):
+    """A command (``acme-smi``, first on PATH) or a probe process that runs until killed, its
+    pid written to ``pid_file``."""
+
+    name = "lingering"
+    resource_name = "LNG"
+
+    def __init__(self, kind: str, pid_file: Path) -> None:
+        self.kind = kind
+        self.pid_file = pid_file
+
+    def detect(self, host: Host) -> list[Device]:
+        if self.kind == "command":
+            run_command(host, ["acme-smi"])
+        else:
+            call_probe(host, probe_targets.linger, str(self.pid_file), library="json")
+        return []
+
+
+def running(pid: int, within: float) -> bool:
+    """Whether process ``pid`` still runs after ``within`` seconds (a signal takes effect when
+    the process is next scheduled; one killed and not yet reaped is a zombie: it does not)."""
+    ends = time.monotonic() + within
+    while time.monotonic() < ends:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except FileNotFoundError:
+            return False
+        if stat.rpartition(")")[2].split()[0] == "Z":
+            return False
+        time.sleep(0.02)
+    return True
+
+
+@pytest.mark.parametrize("kind", ["command", "probe"])
+def test_what_a_detection_started_is_killed_when_its_deadline_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, release: threading.Event, kind: str
+) -> None:
+    """A process still running at the deadline is killed before detection returns, not by its
+    worker thread, which may come too late: ``accelkit ls`` exits as soon as detection returns,
+    and a ``neuron-ls`` sleeping 60 s outlived it. Here the workers' own kills wait."""
+    budgets(monkeypatch, command="60", probe="60", detect="1")
+    pid_file = tmp_path / "pid"
+    (tmp_path / "acme-smi").write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 60\n")
+    (tmp_path / "acme-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    kill = _processes._kill_group
+
+    def late(process: subprocess.Popen[bytes]) -> None:
+        release.wait()
+        kill(process)
+
+    monkeypatch.setattr(_processes, "_kill_group", late)
+    plugins = Registry([Provides([Lingering(kind, pid_file)])], autoload=False)
+    node = detect_node(MachineHost(), registry=plugins)
+    pid = int(pid_file.read_text())
+    try:
+        assert not running(pid, within=2.0)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert errors(node, "lingering") == [
+        "detect() did not finish within 1s (ACCELKIT_DETECT_TIMEOUT); no devices"
+    ]
+
+
 class Exiting(AcceleratorManager):
     name = "exiting"
     resource_name = "EXIT"
@@ -295,3 +367,14 @@ def test_a_library_layer_is_cut_only_for_its_time_in_the_library(
     with deadlines.clock(Budgets.from_env({"ACCELKIT_LIBRARY_TIMEOUT": "0.1"})):
         devices = detect_layers(FakeHost(), ("library", slow_probe_then_answer))
     assert [(d.id, d.source) for d in devices] == [("0", "library")]
+
+
+def test_nothing_starts_once_the_detection_is_over() -> None:
+    """A thread a detection left behind (its context copied) starts no process after it ends,
+    even before its deadline: nothing would kill it."""
+    with deadlines.clock(Budgets(detection=60)):
+        left_behind = contextvars.copy_context()
+    with pytest.raises(TimeoutError, match="its detection is over"):
+        left_behind.run(LocalHost().run, ["sleep", "60"])
+    with pytest.raises(TimeoutError, match="its detection is over"):
+        left_behind.run(LocalHost().probe, probe_targets.answer, 1)

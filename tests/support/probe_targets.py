@@ -47,3 +47,12 @@ def flood(import_module: Callable[[str], Any]) -> None:
     sys.stdout.write("x" * 8_000_000)
     sys.stdout.flush()
     time.sleep(30)
+
+
+def linger(import_module: Callable[[str], Any], pid_file: str) -> None:
+    """A library call that never returns, its process's pid written to ``pid_file`` first."""
+    import os
+
+    with open(pid_file, "w") as file:
+        file.write(str(os.getpid()))
+    time.sleep(60)

@@ -9,6 +9,9 @@ every minute must not pile up hung threads): :func:`running` says so.
 Node detection opens a :func:`clock`; under it every budget is also cut at the detection's
 deadline, so however many families hang, detection returns by its deadline. Node detection reads
 the budgets from the ``ACCELKIT_*_TIMEOUT`` variables (:class:`~accelkit._settings.Budgets`).
+A process is different: it can be killed, and must be, since the caller may exit as soon as
+detection returns. The clock keeps each process started under it (:func:`spawned`) and, when the
+detection ends, kills the group of every one still running, before control returns.
 """
 
 from __future__ import annotations
@@ -16,12 +19,16 @@ from __future__ import annotations
 import collections
 import contextlib
 import contextvars
+import os
 import threading
 import time
 from collections.abc import Hashable, Iterator, Mapping, Sequence
-from typing import Callable, Literal, Optional, TypeVar
+from typing import TYPE_CHECKING, Callable, Literal, Optional, TypeVar
 
 from accelkit._settings import Budgets
+
+if TYPE_CHECKING:
+    import subprocess
 
 __all__ = [
     "SPREAD_AFTER",
@@ -33,6 +40,7 @@ __all__ = [
     "remember",
     "run_all",
     "running",
+    "spawned",
     "start",
 ]
 
@@ -40,18 +48,38 @@ T = TypeVar("T")
 Kind = Literal["command", "probe", "library"]
 
 
-class Clock:
-    """The budgets of one detection and its deadline (``time.monotonic()`` seconds)."""
+Child = TypeVar("Child", bound="subprocess.Popen[bytes]")
 
-    __slots__ = ("budgets", "deadline")
+
+class Clock:
+    """The budgets of one detection, its deadline (``time.monotonic()`` seconds), and the
+    processes started under it that have not been reaped."""
+
+    __slots__ = ("_children", "_ended", "_lock", "budgets", "deadline")
 
     def __init__(self, budgets: Budgets, deadline: float) -> None:
         self.budgets = budgets
         self.deadline = deadline
+        self._lock = threading.Lock()
+        self._children: set[subprocess.Popen[bytes]] = set()
+        self._ended = False
 
     def remaining(self) -> float:
         """Seconds left before the deadline, never negative."""
         return max(0.0, self.deadline - time.monotonic())
+
+    def end(self) -> None:
+        """Kill the process group of every child not yet reaped, and start no more: a worker
+        thread still waiting for one may never reach its own kill (the caller exits first)."""
+        import signal
+
+        with self._lock:
+            self._ended = True
+            left, self._children = self._children, set()
+        for child in left:
+            if child.returncode is None:  # not reaped: its pid is still its group's
+                with contextlib.suppress(ProcessLookupError):  # the group is gone already
+                    os.killpg(child.pid, signal.SIGKILL)
 
 
 _current: contextvars.ContextVar[Optional[Clock]] = contextvars.ContextVar(
@@ -61,13 +89,15 @@ _current: contextvars.ContextVar[Optional[Clock]] = contextvars.ContextVar(
 
 @contextlib.contextmanager
 def clock(given: Budgets) -> Iterator[Clock]:
-    """Run the block as one detection: its deadline is ``given.detection`` seconds from now."""
+    """Run the block as one detection: its deadline is ``given.detection`` seconds from now.
+    When the block ends, every process started under it and still running is killed."""
     started = Clock(given, time.monotonic() + given.detection)
     token = _current.set(started)
     try:
         yield started
     finally:
         _current.reset(token)
+        started.end()
 
 
 def limit(requested: Optional[float], kind: Kind, env: Optional[Mapping[str, str]] = None) -> float:
@@ -81,6 +111,28 @@ def limit(requested: Optional[float], kind: Kind, env: Optional[Mapping[str, str
         given = Budgets() if env is None else Budgets.from_env(env)
     spend = requested if requested is not None else getattr(given, kind)
     return spend if running is None else min(spend, running.remaining())
+
+
+@contextlib.contextmanager
+def spawned(popen: Callable[[], Child]) -> Iterator[Child]:
+    """The process ``popen()`` starts (in a session of its own), for the block. Under a
+    detection it is started holding the clock's lock, so that :meth:`Clock.end` never misses one
+    being started, and kept until the block ends; once the detection has ended, none starts
+    (``TimeoutError``)."""
+    running = _current.get()
+    if running is None:
+        yield popen()
+        return
+    with running._lock:
+        if running._ended:
+            raise TimeoutError("not started: its detection is over")
+        child = popen()
+        running._children.add(child)
+    try:
+        yield child
+    finally:
+        with running._lock:
+            running._children.discard(child)
 
 
 def start(function: Callable[[], None], name: str) -> threading.Thread:

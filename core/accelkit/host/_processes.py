@@ -52,15 +52,19 @@ def run_command(
     limit = deadlines.limit(timeout, "command", os.environ)
     if limit <= 0:
         raise TimeoutError(f"{argv[0]} was not started: the detection's deadline passed")
-    process = subprocess.Popen(
-        argv,
-        env=_environment(env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    out, err = _outputs(process, argv[0], limit)
+
+    def popen() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            argv,
+            env=_environment(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+
+    with deadlines.spawned(popen) as process:
+        out, err = _outputs(process, argv[0], limit)
     return CommandResult(
         process.returncode,
         out.decode("utf-8", "replace"),
@@ -91,16 +95,20 @@ def run_probe(
             "args": list(args),
         }
     )
-    process = subprocess.Popen(
-        [sys.executable, "-c", _PROBE_MAIN],
-        env=_environment(env),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+
+    def popen() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-c", _PROBE_MAIN],
+            env=_environment(env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+
     what = f"probe {function.__module__}.{function.__qualname__}"
-    out, err = _outputs(process, what, limit, request.encode(), _printed_past_the_bound)
+    with deadlines.spawned(popen) as process:
+        out, err = _outputs(process, what, limit, request.encode(), _printed_past_the_bound)
     lines = out.decode("utf-8", "replace").strip().splitlines()
     try:
         reply = json.loads(lines[-1])
