@@ -46,6 +46,27 @@ def test_run_of_a_missing_program_is_file_not_found() -> None:
         LocalHost().run([])
 
 
+def test_a_program_on_path_that_cannot_run_is_said_so_not_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A vendor tool without its x bit read as "not installed", a note only ``ls -v`` shows:
+    it is a failure naming the file, at warning level."""
+    tool = tmp_path / "accelkit-blocked-smi"
+    tool.write_text("#!/bin/sh\necho 0\n")
+    tool.chmod(0o644)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(PermissionError, match=f"{tool} is not executable"):
+        LocalHost().run([tool.name])
+    with collecting("acme") as notes:
+        assert run_command(LocalHost(), [tool.name]) is None
+    assert [(n.level, n.message) for n in notes] == [
+        (
+            "warning",
+            f"`{tool.name}` failed: {tool} is not executable (its mode lacks x): it cannot run",
+        )
+    ]
+
+
 def test_run_past_its_timeout_is_killed_quickly(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     script = f"echo $$ > {pid_file}; exec sleep 5"

@@ -46,6 +46,9 @@ def run_command(
     if not argv:
         raise ValueError("run() needs a program")
     if not _on_path(argv[0]):
+        blocked = next((c for c in _candidates(argv[0]) if os.path.isfile(c)), None)
+        if blocked is not None:  # installed, but it cannot run: no "not installed" for that
+            raise PermissionError(f"{blocked} is not executable (its mode lacks x): it cannot run")
         raise FileNotFoundError(f"{argv[0]}: not found on PATH")
     import subprocess  # only where a vendor command is installed: most families find none
 
@@ -144,12 +147,15 @@ def _environment(env: Optional[ProbeEnv]) -> Optional[dict[str, str]]:
 def _on_path(program: str) -> bool:
     """Whether ``program`` is an executable file, on ``PATH`` unless it names a directory (what
     ``shutil.which`` answers, without importing shutil and the compression modules it brings)."""
-    candidates = (
-        [program]
-        if os.sep in program
-        else [os.path.join(d or os.curdir, program) for d in os.get_exec_path()]
-    )
-    return any(os.path.isfile(c) and os.access(c, os.X_OK) for c in candidates)
+    return any(os.path.isfile(c) and os.access(c, os.X_OK) for c in _candidates(program))
+
+
+def _candidates(program: str) -> list[str]:
+    """Where ``program`` would be: itself when it names a directory, else in each ``PATH``
+    directory."""
+    if os.sep in program:
+        return [program]
+    return [os.path.join(d or os.curdir, program) for d in os.get_exec_path()]
 
 
 def _outputs(
