@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Optional, Union
+from typing import Optional
 
-from accelkit import CommandResult, FakeHost, Host, note
+from accelkit import CommandResult, Host, note
 from accelkit.detect import normalise_bus_id, parse_csv, run_command
 
 __all__ = ["GPU_LOST_STATUS", "UNREACHABLE", "reachable", "smi_rows", "unreachable"]
@@ -65,12 +65,16 @@ def smi_rows(host: Host, argv: Sequence[str], fields: int, bus: int) -> Optional
     """The rows of ``fields`` cells of nvidia-smi's query ``argv`` (as ``parse_csv`` gives
     them), without the GPUs it cannot reach (cell ``bus`` holds each row's bus id), each left out
     with a warning; None when the query fails."""
-    try:
-        result: Union[CommandResult, Exception] = host.run(argv)
-    except (OSError, TimeoutError) as error:
-        result = error
-    text = reachable(result) if isinstance(result, CommandResult) else None
-    lost = unreachable(result) if text and isinstance(result, CommandResult) else {}
+    lost: dict[str, str] = {}
+
+    def some_gpus_lost(result: CommandResult) -> Optional[str]:
+        """Exit status 15 naming the GPUs it cannot reach: the rows of those it can."""
+        if result.returncode != GPU_LOST_STATUS:
+            return None
+        lost.update(unreachable(result))
+        return reachable(result) if lost else None
+
+    text = run_command(host, argv, partial=some_gpus_lost)
     for where, line in lost.items():
         note(
             f"GPU {where} is left out: nvidia-smi cannot reach it ({line!r}, exit status "
@@ -78,9 +82,7 @@ def smi_rows(host: Host, argv: Sequence[str], fields: int, bus: int) -> Optional
             "in the kernel log. The GPUs after it keep their numbers, as in CUDA's",
             "warning",
         )
-    # The one run's answer, noted as run_command notes it (missing, hung, failing, too long)
-    answer = result if text is None else (0, text)
-    rows = parse_csv(run_command(FakeHost(commands={argv[0]: answer}), argv), fields, WHAT)
+    rows = parse_csv(text, fields, WHAT)
     if rows is None:
         return None
     return [row for row in rows if normalise_bus_id(row[bus]) not in lost]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pytest
-from accelkit import Device, FakeHost, Host
+from accelkit import CommandResult, Device, FakeHost, Host
 from accelkit.detect import detect_layers, parse_csv, parse_json, pci_devices, read_int, run_command
 from accelkit.diagnostics import collecting
 from accelkit.host._base import MAX_READ_BYTES, HostView
@@ -63,6 +63,24 @@ def test_run_command_notes_every_failure() -> None:
     assert ("warning", "`fails -x` exited with 3: permission denied") in text
     assert ("error", "`hangs` timed out: took too long") in text
     assert ("info", "missing is not installed") in text
+
+
+def test_a_partial_answer_is_read_where_the_tool_documents_one() -> None:
+    """``partial`` sees a non-zero exit whole and gives the text to use; None leaves it a
+    failure, noted as any; an exit 0 never asks it."""
+    host = FakeHost(commands={"some": (15, "0, a\n"), "none": (15, "garbage\n"), "ok": (0, "1\n")})
+    seen: list[int] = []
+
+    def fifteen(result: CommandResult) -> Optional[str]:
+        seen.append(result.returncode)
+        return result.stdout if "," in result.stdout else None
+
+    with collecting("widget") as notes:
+        assert run_command(host, ["some"], partial=fifteen) == "0, a\n"
+        assert run_command(host, ["none"], partial=fifteen) is None
+        assert run_command(host, ["ok"], partial=fifteen) == "1\n"
+    assert seen == [15, 15]
+    assert [n.message for n in notes] == ["`none` exited with 15: garbage"]
 
 
 def test_a_failed_command_is_quoted_by_its_error_line_not_its_last_line() -> None:

@@ -27,7 +27,7 @@ from accelkit.detect._sessions import run_library_layer
 from accelkit.device import MAX_DEVICES, Device
 from accelkit.diagnostics import Level, note
 from accelkit.errors import ProbeError
-from accelkit.host import Host, ProbeEnv
+from accelkit.host import CommandResult, Host, ProbeEnv
 from accelkit.host._base import MAX_READ_BYTES, ProbeFunction, run_on
 
 __all__ = [
@@ -187,11 +187,16 @@ def run_command(
     timeout: Optional[float] = None,
     failing: Level = "warning",
     env: Optional[ProbeEnv] = None,
+    *,
+    partial: Optional[Callable[[CommandResult], Optional[str]]] = None,
 ) -> Optional[str]:
     """A command's stdout when it exits 0; None (with a note) when missing, failing or hanging.
 
     A non-zero exit is noted at level ``failing`` (``"info"`` where failing is expected, as an
-    older tool rejecting a newer flag). A missing program asked again (another flag spelling,
+    older tool rejecting a newer flag), unless ``partial`` reads it as an answer: a tool that
+    documents an exit status for "some of it" (nvidia-smi's 15, a GPU it cannot reach, beside
+    the rows of those it can) is given the whole result, and returns the text to use, or None
+    for a failure like any other. A missing program asked again (another flag spelling,
     another layer) is noted once: :func:`accelkit.note` keeps a finding once per family.
     ``env`` changes the command's environment only (``{"NAME": None}`` removes a variable): a
     tool that lists only the devices the family's variable leaves is asked with it lifted.
@@ -208,6 +213,9 @@ def run_command(
     except OSError as exc:
         note(f"`{shown}` failed: {exc}", "warning")
         return None
+    answer = None if result.returncode == 0 or partial is None else partial(result)
+    if answer is not None:
+        return bounded(answer, f"`{shown}` output")
     if result.returncode != 0:
         detail = _error_line(result.stderr, shown) or _error_line(result.stdout, shown)
         note(
