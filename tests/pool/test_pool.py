@@ -54,10 +54,9 @@ def test_map_runs_each_call_on_the_resources_it_names(ledger: Ledger) -> None:
     assert [tag for tag, _ in whole] == [0, 1, 2]
     assert all(seen is not None and len(seen.split(",")) == 1 for _, seen in whole)
     assert [tag for tag, _ in halves] == [0, 1, 2, 3]
-    shares: dict[str | None, int] = {}
-    for _, seen in halves:
-        shares[seen] = shares.get(seen, 0) + 1
-    assert all(count <= 2 for count in shares.values())  # two halves at most per GPU
+    # Each half sees one device. (How many halves share one over the map is timing: a half that
+    # ends frees its share for the next, so the count says nothing about two at a time.)
+    assert all(seen is not None and len(seen.split(",")) == 1 for _, seen in halves)
     assert nothing == [(0, ""), (1, "")]
     assert sums == [11, 22]
     assert ledger.grants() == []
