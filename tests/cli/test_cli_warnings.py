@@ -126,15 +126,21 @@ def test_what_a_plugin_prints_never_reaches_the_output_a_program_reads(
         assert done.stdout == "export NOISY_VISIBLE_DEVICES=0\n"
 
 
-@pytest.mark.parametrize("verb", [["env", "-r", "GPU=8"], ["resources"]], ids=lambda v: v[0])
+@pytest.mark.parametrize(
+    "verb",
+    [["env", "-r", "GPU=8"], ["resources"], ["run", "-r", "GPU=8", "--", "true"]],
+    ids=lambda v: v[0],
+)
 def test_an_exclusion_that_is_malformed_or_matches_nothing_is_said_where_devices_are_named(
-    verb: list[str],
+    verb: list[str], tmp_path: Path
 ) -> None:
     """A typo in ``ACCELKIT_EXCLUDE_DEVICES`` (``amd=3``, an unknown UUID) kept the broken GPU
-    the operator meant to exclude in every grant and export, and only ``ls`` said so."""
+    the operator meant to exclude in every grant and export, and only ``ls`` said so. ``run``
+    too: its ledger's node is detected with the exclusions lifted."""
     amd = ROOT / "examples" / "nodes" / "amd-mi300x-8gpu"
+    ledger = ["--ledger", str(tmp_path / "ledger.json")] if verb[0] == "run" else []
     done = subprocess.run(
-        [sys.executable, "-m", "accelkit.cli", verb[0], "--host", str(amd), *verb[1:]],
+        [sys.executable, "-m", "accelkit.cli", verb[0], "--host", str(amd), *ledger, *verb[1:]],
         capture_output=True,
         text=True,
         env={**os.environ, "ACCELKIT_EXCLUDE_DEVICES": "amd=3,amd:GPU-deadbeef"},

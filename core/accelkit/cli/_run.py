@@ -36,6 +36,7 @@ from accelkit.cli._common import (
     left_alone_text,
     open_ledger,
     process_text,
+    say_exclusion_warnings,
 )
 from accelkit.cli._env import parse_request
 from accelkit.node._operator import OVERRIDE_ENV
@@ -105,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     if args.wait:
         _warn_if_not_found(command[0])
     ledger = open_ledger(args, host=host_from_args(args), overrides=dict(args.override) or None)
+    say_exclusion_warnings("run", ledger.node)
     grant = ledger.acquire(
         request,
         wait=args.wait,

@@ -362,7 +362,7 @@ def _part_of(
     keys = _counterparts(seen, physical, registry)
     if keys is None:
         return seen, None
-    node = _with_plain_capacity(physical, seen)
+    node = _with_exclusion_warnings(_with_plain_capacity(physical, seen), seen)
     if keys == {_key(d) for d in allocatable(physical)}:
         return node, None
     return node, Restriction(frozenset(keys), why)
@@ -393,6 +393,21 @@ def _with_plain_capacity(physical: Node, seen: Node) -> Node:
     if all(physical.resources.get(name) == amount for name, amount in plain.items()):
         return physical
     return replace(physical, resources={**physical.resources, **plain})
+
+
+def _with_exclusion_warnings(node: Node, seen: Node) -> Node:
+    """``node`` with the warnings ``seen``'s detection gave on the operator's exclusions (an
+    ``ACCELKIT_EXCLUDE_DEVICES`` entry that is malformed or matches no device). The ledger's node
+    is detected with the exclusions lifted, so without them ``accelkit run`` would hand out the
+    GPU an operator's typo meant to keep off, and say nothing."""
+    from accelkit.node._operator import EXCLUDE_ENV
+
+    said = [
+        d
+        for d in seen.diagnostics
+        if d.level != "info" and d.message.startswith(EXCLUDE_ENV) and d not in node.diagnostics
+    ]
+    return replace(node, diagnostics=[*node.diagnostics, *said]) if said else node
 
 
 def _device_facts(node: Node) -> list[list[object]]:
