@@ -3,6 +3,7 @@ on stderr, ``accelkit VERB: warning: ...``, never Python's file, line and source
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -61,6 +62,33 @@ def test_every_verb_says_a_plugin_warning_in_one_line(
     warnings = [line for line in done.stderr.splitlines() if "akbroken" in line]
     assert warnings == [f"accelkit {words[0]}: warning: {SKIPPED}"], done.stderr
     assert "Warning:" not in done.stderr and ".py:" not in done.stderr
+
+
+@pytest.mark.parametrize("json_output", [False, True], ids=["listing", "json"])
+def test_ls_lists_a_skipped_plugin_as_an_error_of_the_node(
+    json_output: bool, broken_site: Path
+) -> None:
+    """``accelkit ls --json``, what a scheduler reads, never said a plugin had failed to load
+    (its families undetected); the listing said only the plugin's name. Both now carry the
+    error, with why, among the node's diagnostics."""
+    done = subprocess.run(
+        [sys.executable, "-m", "accelkit.cli", "ls", "--host", str(H100)]
+        + (["--json"] if json_output else []),
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "PYTHONPATH": f"{broken_site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        },
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "akbroken" not in done.stderr
+    if json_output:
+        errors = [d for d in json.loads(done.stdout)["diagnostics"] if d["level"] == "error"]
+        assert errors == [{"family": "accelkit", "level": "error", "message": SKIPPED}]
+    else:
+        assert f"  error   accelkit: {SKIPPED}" in done.stdout.splitlines()
 
 
 NOISY = """

@@ -172,10 +172,27 @@ def test_contract_errors_say_what_is_wrong() -> None:
     errors = "\n".join(contract_errors(Broken()))
     assert "lowercase identifier" in errors
     assert "collides with accelerator_type" in errors
-    assert "api_version is 99" in errors
+    assert (
+        "api_version is 99; this accelkit supports 1..2: upgrade accelkit, or install a "
+        "release of the plugin written for this one" in errors
+    )
     assert "scheduling.allowed_quantities must be positive whole numbers" in errors
     assert "scheduling.placement must be one of accelkit.LOWEST_FREE" in errors
     assert "must implement detect" in errors
+
+
+@pytest.mark.parametrize("version", [0, "2", True])
+def test_an_api_version_that_is_no_version_says_which_to_declare(version: object) -> None:
+    class Odd(AcceleratorManager):
+        name = "odd"
+        resource_name = "ODD"
+
+        def detect(self, host: Host) -> list[Device]:
+            return []
+
+    Odd.api_version = version  # type: ignore[assignment]
+    said = f"Odd.api_version is {version!r}; this accelkit supports 1..2: declare api_version = 2"
+    assert contract_errors(Odd()) == [said]
 
 
 def test_rules_are_data_only_a_version_2_manager_may_not_code_them() -> None:

@@ -295,6 +295,26 @@ def test_a_partition_listed_with_its_parent_is_caught(tmp_path: Path) -> None:
     assert "partition 'MIG-a' and its parent '0' are both listed" in (failed["devices_well_formed"])
 
 
+def test_devices_out_of_index_order_are_caught(tmp_path: Path) -> None:
+    """The core numbers devices by their place in detect()'s list: one that returned them
+    reversed passed every check, and its node gave device '2' index 0 (placement starts there,
+    and a grant of "the first GPU" named the one the runtime calls 2)."""
+
+    class Reversed(WidgetManager):
+        def detect(self, host: Host) -> list[Device]:
+            return list(reversed(super().detect(host)))
+
+    class ReversedUnnumbered(WidgetManager):  # the core gives the index: the list's order
+        def detect(self, host: Host) -> list[Device]:
+            return [Device(d.id, type_label=d.type_label) for d in reversed(super().detect(host))]
+
+    for manager in (Reversed(), ReversedUnnumbered()):
+        failed = failures(manager, tmp_path / type(manager).__name__)
+        assert list(failed) == ["devices_well_formed"]
+        said = "returned devices ['3', '2', '1', '0'] out of order; return them in index order"
+        assert said in failed["devices_well_formed"]
+
+
 def test_an_unexpected_exception_is_an_error_with_its_location(tmp_path: Path) -> None:
     class Crashes(WidgetManager):
         def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:

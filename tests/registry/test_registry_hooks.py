@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from accelkit import Device, Grant, Node, hookspecs, registry
+from accelkit import Device, FakeHost, Grant, Node, detect_node, hookspecs, registry
 from fake_dists import FakeSite
 
 LABELS = """
@@ -75,6 +75,23 @@ def test_a_raising_or_malformed_hook_is_warned_about_and_skipped(site: FakeSite)
         "division by zero; ignored",
     ]
     assert caught[0].filename == __file__, "the warning points at the caller"
+
+
+def test_a_labels_hook_that_fails_during_detection_is_an_error_of_the_node(site: FakeSite) -> None:
+    """The warning alone left no trace in the node: ``accelkit ls`` (which lists the node's
+    diagnostics) and ``ls --json`` dropped the hook's failure, and the label, silently."""
+    add_hook(site, "a-site", LABELS, "{'rack': 1 / 0}")
+    add_hook(site, "b-site", LABELS, "{'rack': 'b'}")
+    with pytest.warns(registry.PluginWarning):
+        node = detect_node(FakeHost())
+    assert node.labels["rack"] == "b"
+    assert [(d.family, d.message) for d in node.diagnostics if d.level == "error"] == [
+        (
+            "accelkit",
+            "plugin 'a-site' (a-site-dist 1.0): accelkit_node_labels raised ZeroDivisionError: "
+            "division by zero; ignored",
+        )
+    ]
 
 
 def test_a_warning_from_deep_in_accelkit_points_at_the_callers_line(

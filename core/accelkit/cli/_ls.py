@@ -59,16 +59,15 @@ def run(args: argparse.Namespace) -> int:
     from accelkit.node._resources import DEFAULT_LABEL_PREFIX
 
     prefix = DEFAULT_LABEL_PREFIX if args.label_prefix is None else args.label_prefix
-    with warnings.catch_warnings(), stdout_aside():  # the listing says it once, in a sentence
+    # A plugin skipped, or a hook of one that failed, is an error of the node: the listing's
+    # diagnostics say it, once.
+    with warnings.catch_warnings(), stdout_aside():
         warnings.simplefilter("ignore", registry.PluginWarning)
         node = detect_node(host_from_args(args), dict(args.override) or None, label_prefix=prefix)
-        broken = [p.name for p in registry.plugin_report() if p.status == "error"]
     if args.json:
         print_json(node.to_dict())
         return EXIT_OK
     lines = report(node, verbose=args.verbose)
-    if broken:
-        lines += ["", f"Plugins that failed to load: {', '.join(broken)} (see `accelkit plugins`)"]
     autoload_off = autoload_off_line()
     if autoload_off:
         lines += ["", autoload_off]

@@ -53,7 +53,7 @@ from accelkit.node._claims import step_claim_clash, step_claims
 from accelkit.node._operator import read_exclusions, read_overrides, step_exclusions, step_overrides
 from accelkit.node._record import Node
 from accelkit.node._resources import DEFAULT_LABEL_PREFIX, step_labels, step_resources
-from accelkit.node._state import Detection, Family, working_copy
+from accelkit.node._state import NODE_FAMILY, Detection, Family, working_copy
 from accelkit.node._visibility import step_read_visibility, step_restrict
 from accelkit.registry import Registry, family_policy, resolve, variables_read
 
@@ -102,11 +102,23 @@ def run_detection(
         ],
         wanted=wanted,
     )
+    state.diagnostics += _skipped_plugins(plugins)
     state.exclusions = read_exclusions(env, managers, state.diagnostics)
     for _name, step in STEPS:
         step(state)
     state.node.diagnostics = list(dict.fromkeys(state.diagnostics))  # each finding once
     return state
+
+
+def _skipped_plugins(plugins: Registry) -> list[Diagnostic]:
+    """An error for each plugin that failed to load: its families go undetected, and a node read
+    as data (``accelkit ls --json``, a scheduler's ``node.diagnostics``) must say why, beside the
+    warning a log may drop. (A plugin that is disabled or replaced is no fault.)"""
+    return [
+        Diagnostic(NODE_FAMILY, "error", f"{info.describe()} was skipped: {info.error}")
+        for info in plugins.report()
+        if info.status == "error"
+    ]
 
 
 def _step_detect(state: Detection) -> None:

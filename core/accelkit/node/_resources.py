@@ -38,7 +38,9 @@ def step_resources(state: Detection) -> None:
 def step_labels(state: Detection) -> None:
     """Per-family labels, the node's type when every device shares one, then plugins' hooks."""
     state.node.labels = _labels(state.families, state.label_prefix, state.diagnostics)
-    for key, value in state.registry.node_labels(state.node).items():
+    with noting(NODE_FAMILY, state.diagnostics):  # a hook that fails is an error of the node's
+        added = state.registry.node_labels(state.node)
+    for key, value in added.items():
         state.node.labels.setdefault(key, value)
 
 

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import pluggy
 
 from accelkit import hookspecs
+from accelkit.diagnostics import note
 from accelkit.errors import PluginError, UnknownFamily
 from accelkit.hookspecs import ENTRY_POINT_GROUP
 from accelkit.manager import AcceleratorManager
@@ -202,7 +203,7 @@ class Registry:
         added: dict[str, str] = {}
         for plugin, result in self._call_each("accelkit_node_labels", node=node):
             if not _is_mapping_of(result, (str,)):
-                warn(
+                _hook_fault(
                     f"{plugin.info.describe()}: accelkit_node_labels must return str: str "
                     f"pairs, got {reprlib.repr(result)}; ignored"
                 )
@@ -256,7 +257,7 @@ class Registry:
         ):
             plugin = by_object[id(obj)]
             if error is not None:
-                warn(
+                _hook_fault(
                     f"{plugin.info.describe()}: {hook} raised {type(error).__name__}: "
                     f"{error}; ignored"
                 )
@@ -335,6 +336,15 @@ class _Loaded:
     def check_required(self) -> None:
         if self.required_problem:
             raise PluginError(self.required_problem)
+
+
+def _hook_fault(message: str) -> None:
+    """A plugin hook that raised or answered nonsense: a :class:`PluginWarning`, and during a
+    detection (``accelkit_node_labels``) an error of the node too (:func:`accelkit.note`), so a
+    node read as data (``accelkit ls --json``, a scheduler's ``node.diagnostics``) says what
+    was dropped."""
+    warn(message)
+    note(message, "error")
 
 
 def _is_mapping_of(value: object, types: tuple[type, ...]) -> bool:

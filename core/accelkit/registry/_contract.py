@@ -98,7 +98,13 @@ def contract_errors(manager: AcceleratorManager) -> list[str]:
         errors.append(f"{cls}.resource_name {resource!r} collides with accelerator_type:")
     version = manager.api_version
     if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= API_VERSION:
-        errors.append(f"{cls}.api_version is {version!r}; this accelkit supports 1..{API_VERSION}")
+        if isinstance(version, int) and not isinstance(version, bool) and version > API_VERSION:
+            advice = "upgrade accelkit, or install a release of the plugin written for this one"
+        else:
+            advice = f"declare api_version = {API_VERSION}"
+        errors.append(
+            f"{cls}.api_version is {version!r}; this accelkit supports 1..{API_VERSION}: {advice}"
+        )
     declared = manager.env_vars_read
     if not isinstance(declared, tuple) or not all(isinstance(n, str) and n for n in declared):
         errors.append(f"{cls}.env_vars_read must be a tuple of variable names, got {declared!r}")

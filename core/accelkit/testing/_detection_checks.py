@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any, Optional
 
+from accelkit._visibility import is_index
 from accelkit.detect._layers import LAYER_FAULT
 from accelkit.device import Device
 from accelkit.host import CommandResult, FakeHost, Host, HostView, ProbeEnv
@@ -246,6 +247,13 @@ def devices_well_formed(subject: Subject) -> None:
     assert len(set(ids)) == len(ids), f"{label}: device ids repeat: {ids}"
     indices = [d.index for d in devices if d.index is not None]
     assert len(set(indices)) == len(indices), f"{label}: device indices repeat: {indices}"
+    numbered = [int(i) for i in ids if is_index(i)]
+    order = indices if indices else numbered if len(numbered) == len(ids) else []
+    assert order == sorted(order), (
+        f"{label}: detect() returned devices {ids} out of order; return them in index order "
+        "(the core numbers devices without an index by their place in the list: device '2' "
+        "first would be index 0, where a runtime's device 0 is)"
+    )
     manager = subject.manager
     for device in devices:
         assert device.family in ("", manager.name), (
