@@ -27,6 +27,7 @@ from accelkit.detect import (
     detect_layers,
     device_count,
     is_index,
+    numbered_files,
     parse_colon_records,
     run_command,
     valid_prefix,
@@ -151,7 +152,7 @@ def from_card_list(host: Host) -> Optional[list[Device]]:
 
 def from_devfs(host: Host) -> Optional[list[Device]]:
     """One chip per ``/dev/davinci<N>``; N is a physical id, so it is counted, never used."""
-    files = [p for p in host.glob(f"{DEVICE_FILES}*") if is_index(p[len(DEVICE_FILES) :])]
+    files = numbered_files(host, DEVICE_FILES)
     if not files:
         return None
     note(f"{len(files)} /dev/davinci file(s) counted as logical ids 0..; npu-smi would give models")

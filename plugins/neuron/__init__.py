@@ -9,7 +9,6 @@ across the node's devices in device order.
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Optional
 
@@ -28,7 +27,7 @@ from accelkit.detect import (
     detect_layers,
     device_count,
     first_records,
-    is_index,
+    numbered_files,
     parse_int,
     read_int,
     read_value,
@@ -99,8 +98,7 @@ class NeuronManager(AcceleratorManager):
 
     def _from_sysfs(self, host: Host) -> Optional[list[Device]]:
         """The cores of every ``neuron<N>`` device directory."""
-        names = [posixpath.basename(p) for p in host.glob(f"{SYSFS}/neuron[0-9]*")]
-        chips = [_Chip(int(name[6:])) for name in names if is_index(name[6:])]
+        chips = [_Chip(number) for number, _path in numbered_files(host, f"{SYSFS}/neuron")]
         return self._cores(host, chips) if chips else None
 
     def _cores(self, host: Host, chips: Sequence[_Chip], logical: bool = False) -> list[Device]:

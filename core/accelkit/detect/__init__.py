@@ -24,7 +24,13 @@ from accelkit._visibility import (
     stacked_ids,
     valid_prefix,
 )
-from accelkit.detect._devfiles import DeviceFile, accel_files, device_files, vfio_files
+from accelkit.detect._devfiles import (
+    DeviceFile,
+    accel_files,
+    device_files,
+    numbered_files,
+    vfio_files,
+)
 from accelkit.detect._drm import drm_devices
 from accelkit.detect._facts import (
     decode,
@@ -80,6 +86,7 @@ __all__ = [
     "library_session",
     "normalise_bus_id",
     "numa_node",
+    "numbered_files",
     "parse_colon_records",
     "parse_csv",
     "parse_int",

@@ -6,21 +6,48 @@ and DPDK binds network cards to ``vfio-pci``, which gives them a ``/dev/vfio/<gr
 Counting such files made GPU nodes "TPU nodes" once; only the PCI function behind a file names
 its vendor, so a family that counts device files asks here which function each one is (the
 TPU plugin does; any accelerator under the kernel's accel subsystem or behind VFIO can).
+
+A family whose driver has device files of its own name (``/dev/davinci<N>``, ``/dev/rbln<N>``)
+lists them with :func:`numbered_files`.
 """
 
 from __future__ import annotations
 
 import posixpath
+import re
 from typing import NamedTuple
 
 from accelkit._visibility import is_index
 from accelkit.detect._layers import PciDevice, listed_vendors, pci_device_at
 from accelkit.host import Host
 
-__all__ = ["DeviceFile", "accel_files", "device_files", "vfio_files"]
+__all__ = ["DeviceFile", "accel_files", "device_files", "numbered_files", "vfio_files"]
 
 ACCEL_CLASS = "/sys/class/accel"
 IOMMU_GROUPS = "/sys/kernel/iommu_groups"
+GLOB_SPECIAL = r"([*?[])"
+"""The characters a glob pattern reads as wildcards, each made literal by bracketing it, as
+``glob.escape`` does (``glob`` itself compiles its patterns at import, which start-up avoids)."""
+
+
+def numbered_files(host: Host, prefix: str) -> list[tuple[int, str]]:
+    """The files ``<prefix><N>`` the host has, as ``(N, path)`` in N order (``10`` after ``9``).
+
+    N is the rest of the file's name when that is a plain index (:func:`is_index`): the driver's
+    other files (``/dev/davinci_manager``, ``/dev/rbln_ctl``, ``/dev/hl_controlD0``) are left
+    out. ``prefix`` is a machine path taken as written (a ``[`` or ``*`` in it is no wildcard);
+    its last part may be empty (``/dev/vfio/``: files named by a number alone) and the ones
+    before it directories (``/dev/rngd/npu``). An index with leading zeros is one too:
+    ``<prefix>01`` is ``(1, path)``, and beside a ``<prefix>1`` both are listed, under 1.
+    ``[]`` when there are none.
+    """
+    stem = posixpath.basename(prefix)
+    found = []
+    for path in host.glob(re.sub(GLOB_SPECIAL, r"[\1]", prefix) + "[0-9]*"):
+        number = posixpath.basename(path)[len(stem) :]
+        if is_index(number):
+            found.append((int(number), path))
+    return sorted(found)
 
 
 class DeviceFile(NamedTuple):
@@ -37,7 +64,8 @@ def accel_files(host: Host) -> list[DeviceFile]:
     has no PCI vendor is left out, since nothing says whose it is.
     """
     found: list[DeviceFile] = []
-    for path in (*host.glob("/dev/accel[0-9]*"), *host.glob("/dev/accel/accel[0-9]*")):
+    files = (*numbered_files(host, "/dev/accel"), *numbered_files(host, "/dev/accel/accel"))
+    for _, path in files:
         device = f"{ACCEL_CLASS}/{posixpath.basename(path)}/device"
         if host.exists(f"{device}/vendor"):
             found.append(DeviceFile(path, pci_device_at(host, device)))
@@ -50,10 +78,8 @@ def vfio_files(host: Host) -> list[DeviceFile]:
     ``/dev/vfio/vfio`` (the container file) is not a group and is skipped.
     """
     found: list[DeviceFile] = []
-    for path in host.glob("/dev/vfio/[0-9]*"):
+    for _, path in numbered_files(host, "/dev/vfio/"):
         group = posixpath.basename(path)
-        if not is_index(group):
-            continue
         members = f"{IOMMU_GROUPS}/{group}/devices"
         for name in host.listdir(members):
             found.append(DeviceFile(path, pci_device_at(host, f"{members}/{name}", name)))

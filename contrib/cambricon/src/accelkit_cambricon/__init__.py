@@ -18,7 +18,7 @@ import re
 from typing import Optional
 
 from accelkit import AcceleratorManager, Device, Frameworks, Host, hookimpl, note
-from accelkit.detect import detect_layers, is_index, parse_memory, run_command, sanitize_label
+from accelkit.detect import detect_layers, numbered_files, parse_memory, run_command, sanitize_label
 
 VARIABLE = "MLU_VISIBLE_DEVICES"
 INFO = ("cnmon", "info")
@@ -84,12 +84,11 @@ def card(number: int, block: str) -> Device:
 
 def from_devfs(host: Host) -> Optional[list[Device]]:
     """One MLU per ``/dev/cambricon_dev<N>``: a count, in card order, without a model."""
-    suffixes = [path[len(DEVICE_FILES) :] for path in host.glob(DEVICE_FILES + "*")]
-    numbers = sorted(int(suffix) for suffix in suffixes if is_index(suffix))
-    if not numbers:
+    files = numbered_files(host, DEVICE_FILES)
+    if not files:
         return None
-    note(f"{len(numbers)} MLU(s) counted from /dev/cambricon_dev<N>; cnmon would name them")
-    return [Device(str(number)) for number in numbers]
+    note(f"{len(files)} MLU(s) counted from /dev/cambricon_dev<N>; cnmon would name them")
+    return [Device(str(number)) for number, _path in files]
 
 
 @hookimpl

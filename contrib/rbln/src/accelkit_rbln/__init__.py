@@ -30,6 +30,7 @@ from accelkit.detect import (
     find_field,
     first_records,
     is_index,
+    numbered_files,
     parse_memory,
     sanitize_label,
 )
@@ -119,12 +120,11 @@ def device_index(record: Mapping[str, Any]) -> Optional[str]:
 
 def from_devfs(host: Host) -> Optional[list[Device]]:
     """One NPU per ``/dev/rbln<N>``: a count, in index order, without a model."""
-    suffixes = [path[len(DEVICE_FILES) :] for path in host.glob(DEVICE_FILES + "*")]
-    numbers = sorted(int(suffix) for suffix in suffixes if is_index(suffix))
-    if not numbers:
+    files = numbered_files(host, DEVICE_FILES)
+    if not files:
         return None
-    note(f"{len(numbers)} NPU(s) counted from /dev/rbln<N>; rbln-smi or rebel would name them")
-    return [Device(str(number)) for number in numbers]
+    note(f"{len(files)} NPU(s) counted from /dev/rbln<N>; rbln-smi or rebel would name them")
+    return [Device(str(number)) for number, _path in files]
 
 
 @hookimpl

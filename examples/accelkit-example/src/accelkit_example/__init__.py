@@ -6,7 +6,7 @@ The fictional ACME card shows up as ``/dev/acme<N>`` with its model in
 from __future__ import annotations
 
 from accelkit import AcceleratorManager, Device, Host, hookimpl, note
-from accelkit.detect import read_value
+from accelkit.detect import numbered_files, read_value
 
 DEVICE_PREFIX = "/dev/acme"
 
@@ -23,13 +23,12 @@ class AcmeManager(AcceleratorManager):
     def detect(self, host: Host) -> list[Device]:
         """One device per ``/dev/acme<N>``, seen only through ``host`` (real, fake or snapshot)."""
         devices = []
-        for number in (path[len(DEVICE_PREFIX) :] for path in host.glob(DEVICE_PREFIX + "*")):
-            if number.isdigit():
-                model = read_value(host, f"/sys/class/acme/acme{number}/model")
-                label = model.replace(" ", "-") if model else None
-                devices.append(
-                    Device(number, int(number), model=model, type_label=label, source="devfs")
-                )
+        for number, _path in numbered_files(host, DEVICE_PREFIX):  # (N, path), N in order
+            model = read_value(host, f"/sys/class/acme/acme{number}/model")
+            label = model.replace(" ", "-") if model else None
+            devices.append(
+                Device(str(number), number, model=model, type_label=label, source="devfs")
+            )
         note(f"{len(devices)} ACME card(s) under /dev")
         return devices
 
