@@ -60,6 +60,7 @@ from accelkit.ledger._state import LedgerState, Record, Ticket
 from accelkit.ledger._upkeep import OtherMachine, drop, lineage, reclaim
 from accelkit.schedule._allocator import Allocator
 from accelkit.schedule._grant import Grant
+from accelkit.schedule._request import request_key
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -240,7 +241,7 @@ class Ledger:
         if restricted and self._fixed_scope is None:
             with self._threads, self._file.locked() as state:
                 self._fixed_scope = self._scope(state, node)
-        key = (tuple(sorted((name, repr(q)) for name, q in request.items())), accelerator_type)
+        key = (request_key(request), accelerator_type)
         if self._fixed_scope is not None and key not in self._fitting:
             wants = describe(request, accelerator_type)
             never_fitting(self._fixed_scope, node, self._registry, request, accelerator_type, wants)

@@ -34,7 +34,7 @@ from accelkit.ledger._ledger import Ledger
 from accelkit.pool import _exit
 from accelkit.pool._payload import pickled_call
 from accelkit.pool._process import WorkerProcess
-from accelkit.schedule._request import validate_request
+from accelkit.schedule._request import request_key, validate_request
 
 if TYPE_CHECKING:
     from accelkit.node._record import Node
@@ -143,7 +143,7 @@ class AcceleratorPool(Executor):
         name = getattr(fn, "__qualname__", repr(fn))
         payload, main = pickled_call(fn, args, kwargs, name)
         future: Future[T] = Future()
-        key = (tuple(sorted((name, repr(q)) for name, q in request.items())), max_calls)
+        key = (request_key(request), max_calls)
         call = _Call(future, payload, main, name, request, key)
         with self._condition:
             if self._broken is not None:

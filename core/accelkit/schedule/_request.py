@@ -33,6 +33,7 @@ __all__ = [
     "TYPE_REQUEST_UNITS",
     "FamilyDevices",
     "Inventory",
+    "request_key",
     "validate_request",
 ]
 
@@ -43,6 +44,14 @@ TYPE_REQUEST_UNITS = 10
 TYPE_KEY = "accelerator_type"
 """``{"GPU": 1, "accelerator_type": "H100"}`` is the keyword form ``accelerator_type="H100"``
 written into the request (as the CLI's ``-r accelerator_type=H100``)."""
+
+
+def request_key(request: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
+    """The request as a hashable key, the same for the same request however its entries are
+    ordered: what a caller that asks the same request many times (a pool's calls) remembers
+    an earlier answer by. Quantities go by their ``repr``: two spellings of one amount (``1``
+    and ``1.0``) are two keys, which costs a second check, never a wrong answer."""
+    return tuple(sorted((name, repr(quantity)) for name, quantity in request.items()))
 
 
 def validate_request(
