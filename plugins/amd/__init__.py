@@ -34,6 +34,7 @@ from accelkit.detect import (
     detect_layers,
     drm_devices,
     find_field,
+    first_records,
     json_records,
     library_session,
     normalise_bus_id,
@@ -175,7 +176,7 @@ def amdsmi_gpu(host: Host, smi: Any, index: int, handle: object) -> Device:
 
 def from_amd_smi(host: Host) -> Optional[list[Device]]:
     """``list`` names the GPUs; ``static`` (joined on its ``gpu`` field) adds model and VRAM."""
-    listed = json_records(parse_json(run_command(host, AMD_SMI_LIST), "amd-smi list output"))
+    listed = first_records(host, AMD_SMI_LIST)  # JSON without a GPU list: a warning, and None
     if listed is None:
         return None
     static = parse_json(run_command(host, AMD_SMI_STATIC), "amd-smi static output")

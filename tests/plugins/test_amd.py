@@ -393,11 +393,13 @@ def test_a_broken_amd_smi_gives_the_sysfs_layers(
     tmp_path: pathlib.Path, run_detect: Callable[..., Any], answer: Any
 ) -> None:
     gpus = fake.fake_amdgpus(2)
-    devices, _ = run_detect(MANAGER, host_with(tmp_path, gpus, listed=answer))
+    devices, notes = run_detect(MANAGER, host_with(tmp_path, gpus, listed=answer))
     assert [(d.id, d.source, d.uuid) for d in devices] == [
         ("0", "sysfs", gpus[0].rocr_uuid),
         ("1", "sysfs", gpus[1].rocr_uuid),
     ]
+    if answer == (0, '{"error": 3}'):  # JSON naming no GPU list: said, as the guide asks
+        assert "warning: amd-smi printed JSON without a list of devices; ignoring it" in notes
 
 
 def test_kfd_layer_skips_cpu_nodes_and_reads_the_bus_id(
