@@ -84,14 +84,38 @@ def test_a_labels_hook_that_fails_during_detection_is_an_error_of_the_node(site:
     add_hook(site, "b-site", LABELS, "{'rack': 'b'}")
     with pytest.warns(registry.PluginWarning):
         node = detect_node(FakeHost())
+    fault = (
+        "plugin 'a-site' (a-site-dist 1.0): accelkit_node_labels raised ZeroDivisionError: "
+        "division by zero; ignored"
+    )
     assert node.labels["rack"] == "b"
     assert [(d.family, d.message) for d in node.diagnostics if d.level == "error"] == [
-        (
-            "accelkit",
-            "plugin 'a-site' (a-site-dist 1.0): accelkit_node_labels raised ZeroDivisionError: "
-            "division by zero; ignored",
-        )
+        ("accelkit", fault)
     ]
+    # `accelkit plugins` showed the plugin "ok": its report carries the fault as a problem
+    problems = {info.name: info.problems for info in registry.plugin_report()}
+    assert (problems["a-site"], problems["b-site"]) == ((fault,), ())
+
+
+def test_a_hook_fault_is_a_problem_of_the_plugin_until_the_hook_answers(site: FakeSite) -> None:
+    once = (
+        "from accelkit import hookimpl\ncalls = []\n\n@hookimpl\n"
+        "def accelkit_node_labels(node):\n    calls.append(1)\n"
+        "    if len(calls) == 1:\n        raise RuntimeError('first call')\n"
+        "    return {'rack': 'r1'}\n"
+    )
+    site.add("flaky-dist", {"flaky": "flaky_hooks"}, {"flaky_hooks": once})
+    plugins = registry.default_registry()
+    with pytest.warns(registry.PluginWarning):
+        assert plugins.node_labels(Node()) == {}
+    [flaky] = [info for info in plugins.report() if info.name == "flaky"]
+    assert flaky.problems == (
+        "plugin 'flaky' (flaky-dist 1.0): accelkit_node_labels raised RuntimeError: first call; "
+        "ignored",
+    )
+    assert plugins.node_labels(Node()) == {"rack": "r1"}
+    [flaky] = [info for info in plugins.report() if info.name == "flaky"]
+    assert flaky.problems == ()
 
 
 def test_a_warning_from_deep_in_accelkit_points_at_the_callers_line(

@@ -145,6 +145,7 @@ class Registry:
         self._loading = False
         self._state: Optional[_Loaded] = None
         self._problems: dict[str, tuple[str, ...]] = {}
+        self._hook_problems: dict[tuple[str, str], str] = {}  # (plugin, hook) -> last fault
         self._problems_lock = threading.Lock()
 
     # -- the managers ----------------------------------------------------------------------
@@ -176,15 +177,17 @@ class Registry:
     def report(self) -> list[PluginInfo]:
         """Every plugin discovery considered, in load order; never raises for a required one.
 
-        Each carries the ``problems`` of its families' latest detection (:meth:`record_problems`).
+        Each carries the ``problems`` of its families' latest detection (:meth:`record_problems`)
+        and of its other hooks' latest calls (one that raised or answered nonsense).
         """
         plugins = self._loaded().plugins
         with self._problems_lock:
-            problems = dict(self._problems)
+            problems, hooks = dict(self._problems), dict(self._hook_problems)
         infos = []
         for plugin in plugins:
-            found = tuple(p for family in plugin.info.families for p in problems.get(family, ()))
-            infos.append(dataclasses.replace(plugin.info, problems=found))
+            found = [p for family in plugin.info.families for p in problems.get(family, ())]
+            found += [said for (name, _), said in hooks.items() if name == plugin.info.name]
+            infos.append(dataclasses.replace(plugin.info, problems=tuple(found)))
         return infos
 
     def record_problems(self, problems: Mapping[str, Sequence[str]]) -> None:
@@ -203,9 +206,11 @@ class Registry:
         added: dict[str, str] = {}
         for plugin, result in self._call_each("accelkit_node_labels", node=node):
             if not _is_mapping_of(result, (str,)):
-                _hook_fault(
+                self._fault(
+                    plugin,
+                    "accelkit_node_labels",
                     f"{plugin.info.describe()}: accelkit_node_labels must return str: str "
-                    f"pairs, got {reprlib.repr(result)}; ignored"
+                    f"pairs, got {reprlib.repr(result)}; ignored",
                 )
                 continue
             for key, value in result.items():
@@ -231,9 +236,11 @@ class Registry:
         calls = self._call_each("accelkit_worker_env", grant=grant, env=env, managers=managers)
         for plugin, result in calls:
             if not _is_mapping_of(result, (str, type(None))):
-                warn(
+                self._fault(
+                    plugin,
+                    "accelkit_worker_env",
                     f"{plugin.info.describe()}: accelkit_worker_env must return str: "
-                    f"str-or-None pairs, got {reprlib.repr(result)}; ignored"
+                    f"str-or-None pairs, got {reprlib.repr(result)}; ignored",
                 )
                 continue
             for key, value in result.items():
@@ -248,7 +255,7 @@ class Registry:
         return added
 
     def _call_each(self, hook: str, **kwargs: Any) -> Iterable[tuple[LoadedPlugin, Any]]:
-        """Each plugin in use that implements ``hook``, alone; a raising one is warned about."""
+        """Each plugin in use that implements ``hook``, alone; a raising one is a fault."""
         state = self._loaded()
         state.check_required()
         by_object = {id(p.obj): p for p in state.plugins if p.info.status == "ok"}
@@ -257,12 +264,27 @@ class Registry:
         ):
             plugin = by_object[id(obj)]
             if error is not None:
-                _hook_fault(
+                self._fault(
+                    plugin,
+                    hook,
                     f"{plugin.info.describe()}: {hook} raised {type(error).__name__}: "
-                    f"{error}; ignored"
+                    f"{error}; ignored",
                 )
                 continue
+            with self._problems_lock:  # it answered: an earlier fault is past
+                self._hook_problems.pop((plugin.info.name, hook), None)
             yield plugin, result
+
+    def _fault(self, plugin: LoadedPlugin, hook: str, message: str) -> None:
+        """A plugin's ``hook`` raised or answered nonsense: a :class:`PluginWarning`; during a
+        detection (``accelkit_node_labels``) an error of the node too (:func:`accelkit.note`),
+        so a node read as data (``accelkit ls --json``, a scheduler's ``node.diagnostics``)
+        says what was dropped; and a problem of the plugin in :meth:`report` (``accelkit
+        plugins``) until the hook next answers."""
+        warn(message)
+        note(message, "error")
+        with self._problems_lock:
+            self._hook_problems[(plugin.info.name, hook)] = message
 
     # -- loading ---------------------------------------------------------------------------
     def _loaded(self) -> _Loaded:
@@ -336,15 +358,6 @@ class _Loaded:
     def check_required(self) -> None:
         if self.required_problem:
             raise PluginError(self.required_problem)
-
-
-def _hook_fault(message: str) -> None:
-    """A plugin hook that raised or answered nonsense: a :class:`PluginWarning`, and during a
-    detection (``accelkit_node_labels``) an error of the node too (:func:`accelkit.note`), so a
-    node read as data (``accelkit ls --json``, a scheduler's ``node.diagnostics``) says what
-    was dropped."""
-    warn(message)
-    note(message, "error")
 
 
 def _is_mapping_of(value: object, types: tuple[type, ...]) -> bool:
