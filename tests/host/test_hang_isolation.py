@@ -34,7 +34,12 @@ from accelkit.manager import AcceleratorManager
 from core_fakes import Provides
 
 HANG_GUARD = 20.0
-"""Seconds after which a detection is taken as hung (every budget here is under 2 s)."""
+"""Seconds after which a detection is taken as hung (every budget here is under 6 s)."""
+
+ROOM = "5"
+"""A detection's deadline where some families must answer before it: room for a thread or a
+process that a loaded machine starts late (a probe's Python took 2.8 s to start on one core
+shared with four busy loops). A family that hangs costs the test this long."""
 
 
 @pytest.fixture
@@ -147,7 +152,7 @@ def errors(node: Any, family: str) -> list[str]:
 def test_each_kind_of_hang_is_cut_reported_and_the_others_answer(
     monkeypatch: pytest.MonkeyPatch, release: threading.Event
 ) -> None:
-    budgets(monkeypatch, command="0.3", library="0.3", detect="1.5")
+    budgets(monkeypatch, command="0.3", library="0.3", detect=ROOM)
     managers = [
         Healthy(),
         HangingCommand(),
@@ -168,7 +173,7 @@ def test_each_kind_of_hang_is_cut_reported_and_the_others_answer(
     ]
     assert [m for m in errors(node, "probe") if "exited with code 3" in m]
     assert errors(node, "thirdparty") == [
-        "detect() did not finish within 1.5s (ACCELKIT_DETECT_TIMEOUT); no devices"
+        f"detect() did not finish within {ROOM}s (ACCELKIT_DETECT_TIMEOUT); no devices"
     ]
     assert errors(node, "healthy") == []
     problems = {info.name: info.problems for info in plugins.report()}
@@ -180,21 +185,21 @@ def test_each_kind_of_hang_is_cut_reported_and_the_others_answer(
 def test_one_deadline_however_many_families_hang(
     monkeypatch: pytest.MonkeyPatch, release: threading.Event
 ) -> None:
-    budgets(monkeypatch, detect="0.5")
+    budgets(monkeypatch, detect=ROOM)
     hung = [Blocking(f"hung{n}", release) for n in range(6)]
     plugins = Registry([Provides([*hung, Healthy()])], autoload=False)
     started = time.monotonic()
     node = detect_node(FakeHost(), registry=plugins)
     assert time.monotonic() - started < HANG_GUARD
     assert node.resources == {"GOOD": 1.0}
-    cut = "detect() did not finish within 0.5s (ACCELKIT_DETECT_TIMEOUT); no devices"
+    cut = f"detect() did not finish within {ROOM}s (ACCELKIT_DETECT_TIMEOUT); no devices"
     assert all(errors(node, m.name) == [cut] for m in hung)
 
 
 def test_a_family_still_hung_is_not_detected_again_until_it_returns(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    budgets(monkeypatch, detect="0.3")
+    budgets(monkeypatch, detect=ROOM)
     release = threading.Event()
     stuck = Blocking("stuck", release)
     plugins = Registry([Provides([stuck, Healthy()])], autoload=False)
@@ -303,7 +308,10 @@ def test_what_a_detection_started_is_killed_when_its_deadline_passes(
 ) -> None:
     """A process still running at the deadline is killed before detection returns, not by its
     worker thread, which may come too late: ``accelkit ls`` exits as soon as detection returns,
-    and a ``neuron-ls`` sleeping 60 s outlived it. Here the workers' own kills wait."""
+    and a ``neuron-ls`` sleeping 60 s outlived it. Here the workers' own kills wait.
+
+    The process is known by the pid ``Popen`` gave, not by the one it writes: a probe's Python
+    may not have got that far by the deadline on a loaded machine (it is killed all the same)."""
     budgets(monkeypatch, command="60", probe="60", detect="1")
     pid_file = tmp_path / "pid"
     (tmp_path / "acme-smi").write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 60\n")
@@ -315,10 +323,20 @@ def test_what_a_detection_started_is_killed_when_its_deadline_passes(
         release.wait()
         kill(process)
 
+    started: list[int] = []
+
+    class Recorded(subprocess.Popen[bytes]):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            started.append(self.pid)
+
     monkeypatch.setattr(_processes, "_kill_group", late)
+    monkeypatch.setattr(subprocess, "Popen", Recorded)
     plugins = Registry([Provides([Lingering(kind, pid_file)])], autoload=False)
     node = detect_node(MachineHost(), registry=plugins)
-    pid = int(pid_file.read_text())
+    [pid] = started
+    written = pid_file.read_text() if pid_file.exists() else ""
+    assert written in ("", f"{pid}", f"{pid}\n")  # the same process, if it got to say so
     try:
         assert not running(pid, within=2.0)
     finally:
