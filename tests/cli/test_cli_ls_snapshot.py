@@ -114,6 +114,8 @@ def test_ls_of_a_directory_that_is_no_snapshot(tmp_path: Path) -> None:
     result = accelkit("ls", "--host", str(tmp_path))
     assert result.returncode == 2
     assert "is not a snapshot" in result.stderr and "Traceback" not in result.stderr
+    # a plugin author's fake root tree is no snapshot either: say how to make one
+    assert "accelkit.node.record_snapshot(DIR, host)" in result.stderr
 
 
 def test_ls_reports_a_malformed_override_variable_of_the_snapshot(

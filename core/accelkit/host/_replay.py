@@ -68,7 +68,10 @@ def load_snapshot(
         with open(manifest, encoding="utf-8") as file:
             data: Any = json.loads(file.read())
     except FileNotFoundError:
-        raise InvalidData(f"{base} is not a snapshot: {manifest} is missing") from None
+        raise InvalidData(
+            f"{base} is not a snapshot: {manifest} is missing (record one with `accelkit "
+            "snapshot DIR`, or from a fake host with accelkit.node.record_snapshot(DIR, host))"
+        ) from None
     except OSError as exc:
         raise InvalidData(f"{manifest} cannot be read: {exc.strerror or exc}") from None
     except (ValueError, RecursionError) as exc:  # RecursionError: nested beyond any use
