@@ -30,7 +30,8 @@ CUDA_ERROR_INVALID_DEVICE = 101
 def detected(value: Optional[str]) -> accelkit.Node:
     """The H100 node as a process with ``CUDA_VISIBLE_DEVICES=value`` (None: unset) detects it."""
     env = {} if value is None else {"CUDA_VISIBLE_DEVICES": value}
-    return accelkit.detect_node(load_snapshot(H100, env=env))
+    builtins = accelkit.Registry(autoload=False)  # not what else this machine has installed
+    return accelkit.detect_node(load_snapshot(H100, env=env), registry=builtins)
 
 
 def test_the_table_is_the_measured_one() -> None:

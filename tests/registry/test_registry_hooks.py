@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from accelkit import Device, FakeHost, Grant, Node, detect_node, hookspecs, registry
-from fake_dists import FakeSite
+from fake_dists import FakeSite, manager_module
 
 LABELS = """
 from accelkit import hookimpl
@@ -102,7 +102,7 @@ def test_a_hook_fault_is_a_problem_of_the_plugin_until_the_hook_answers(site: Fa
         "from accelkit import hookimpl\ncalls = []\n\n@hookimpl\n"
         "def accelkit_node_labels(node):\n    calls.append(1)\n"
         "    if len(calls) == 1:\n        raise RuntimeError('first call')\n"
-        "    return {'rack': 'r1'}\n"
+        "    return None\n"  # the hook's "nothing to add" is an answer too
     )
     site.add("flaky-dist", {"flaky": "flaky_hooks"}, {"flaky_hooks": once})
     plugins = registry.default_registry()
@@ -113,9 +113,30 @@ def test_a_hook_fault_is_a_problem_of_the_plugin_until_the_hook_answers(site: Fa
         "plugin 'flaky' (flaky-dist 1.0): accelkit_node_labels raised RuntimeError: first call; "
         "ignored",
     )
-    assert plugins.node_labels(Node()) == {"rack": "r1"}
+    assert plugins.node_labels(Node()) == {}
     [flaky] = [info for info in plugins.report() if info.name == "flaky"]
     assert flaky.problems == ()
+
+
+def test_a_hook_fault_is_the_problem_of_the_plugin_that_made_it_not_of_its_namesake(
+    site: FakeSite,
+) -> None:
+    """A vendor's own plugin may replace a built-in under its name (``nvidia``): the fault of
+    the vendor's hook was listed on the replaced built-in's row too."""
+    source = manager_module("nvidia", resource="GPU", replaces="nvidia") + (
+        "\n@hookimpl\ndef accelkit_node_labels(node):\n    raise RuntimeError('vendor')\n"
+    )
+    site.add("nvidia-accelkit", {"nvidia": "vendor_nv"}, {"vendor_nv": source})
+    with pytest.warns(registry.PluginWarning, match="vendor"):
+        registry.default_registry().node_labels(Node())
+    rows = [
+        (i.origin, i.status, i.problems) for i in registry.plugin_report() if i.name == "nvidia"
+    ]
+    fault = (
+        "plugin 'nvidia' (nvidia-accelkit 1.0): accelkit_node_labels raised RuntimeError: "
+        "vendor; ignored"
+    )
+    assert rows == [("builtin", "replaced", ()), ("entry-point", "ok", (fault,))]
 
 
 def test_a_warning_from_deep_in_accelkit_points_at_the_callers_line(

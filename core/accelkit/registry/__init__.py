@@ -145,7 +145,7 @@ class Registry:
         self._loading = False
         self._state: Optional[_Loaded] = None
         self._problems: dict[str, tuple[str, ...]] = {}
-        self._hook_problems: dict[tuple[str, str], str] = {}  # (plugin, hook) -> last fault
+        self._hook_problems: dict[tuple[int, str], str] = {}  # (id(plugin), hook) -> fault
         self._problems_lock = threading.Lock()
 
     # -- the managers ----------------------------------------------------------------------
@@ -186,7 +186,7 @@ class Registry:
         infos = []
         for plugin in plugins:
             found = [p for family in plugin.info.families for p in problems.get(family, ())]
-            found += [said for (name, _), said in hooks.items() if name == plugin.info.name]
+            found += [said for (key, _), said in hooks.items() if key == id(plugin)]
             infos.append(dataclasses.replace(plugin.info, problems=tuple(found)))
         return infos
 
@@ -271,9 +271,10 @@ class Registry:
                     f"{error}; ignored",
                 )
                 continue
-            with self._problems_lock:  # it answered: an earlier fault is past
-                self._hook_problems.pop((plugin.info.name, hook), None)
-            yield plugin, result
+            with self._problems_lock:  # it answered (None too: nothing to add); a fault is past
+                self._hook_problems.pop((id(plugin), hook), None)
+            if result is not None:
+                yield plugin, result
 
     def _fault(self, plugin: LoadedPlugin, hook: str, message: str) -> None:
         """A plugin's ``hook`` raised or answered nonsense: a :class:`PluginWarning`; during a
@@ -284,7 +285,7 @@ class Registry:
         warn(message)
         note(message, "error")
         with self._problems_lock:
-            self._hook_problems[(plugin.info.name, hook)] = message
+            self._hook_problems[(id(plugin), hook)] = message
 
     # -- loading ---------------------------------------------------------------------------
     def _loaded(self) -> _Loaded:

@@ -38,7 +38,8 @@ def call_each(
     """``(plugin, result, error)`` per implementation of ``hook``, in pluggy's call order.
 
     Only plugins for which ``in_use`` is true are called. ``error`` is the exception the
-    implementation raised (``result`` is then None); implementations returning None are skipped.
+    implementation raised (``result`` is then None); a None ``result`` without an error is the
+    hook's "nothing to add", which the caller skips.
     """
     impls = getattr(pm.hook, hook).get_hookimpls()
     for impl in reversed(impls):  # pluggy calls the last of this list first
@@ -49,8 +50,7 @@ def call_each(
         except PLUGIN_FAULTS as exc:
             yield impl.plugin, None, exc
             continue
-        if result is not None:
-            yield impl.plugin, result, None
+        yield impl.plugin, result, None
 
 
 def trace_to_stderr(pm: pluggy.PluginManager, names: Callable[[object], str]) -> None:

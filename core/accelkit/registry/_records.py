@@ -48,7 +48,8 @@ class PluginInfo:
     provides, or, when it is not in use, the ones it tried to provide (empty if it failed before
     saying). ``error`` explains any status but ``"ok"``. ``problems`` are the errors of its
     families' latest detection with this registry: a command, probe or library call cut at its
-    budget, a probe process that died, a ``detect()`` that raised or did not finish in time.
+    budget, a probe process that died, a ``detect()`` that raised or did not finish in time;
+    and the faults of its other hooks' latest calls (one that raised or answered nonsense).
     ``notes`` are what a plugin in use should change (a contract version 1 plugin: where each of
     its old attributes moved).
     """

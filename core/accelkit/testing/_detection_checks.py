@@ -237,7 +237,8 @@ def requested_counts(subject: Subject) -> None:
 
 @check("detection")
 def devices_well_formed(subject: Subject) -> None:
-    """Ids and indices are unique, family fields match, and a partition's parent is not listed."""
+    """Ids and indices are unique and in index order, family fields match, and a partition's
+    parent is not listed."""
     counts = [n for n in subject.host_counts() if n > 0]
     if not counts:
         raise Skipped("no device count above 0 to build a host for")
