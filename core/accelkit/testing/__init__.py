@@ -14,7 +14,9 @@ amdsmi (hand them to ``FakeHost(modules={"pynvml": ...})``), over ``fake_gpus(co
 ``FakeGpu`` / ``FakeMig`` and ``fake_amdgpus(count, device_id)`` / ``FakeAmdGpu``;
 ``emulated_pynvml(gpus)`` and ``emulated_amdsmi(gpus)`` are the vendors' real wrappers over the
 same descriptions, with only their C libraries emulated (nvidia-ml-py and amdsmi installed);
-``host_builder(family)`` is a family's registered backdoor ``make_host(count, root)``.
+``write_pci_function(root, bus_id, vendor, device)`` writes a PCI function's sysfs files under a
+fake host's root, as the kernel lays them out; ``host_builder(family)`` is a family's registered
+backdoor ``make_host(count, root)``.
 
 The opt-in pytest plugin (``pytest -p accelkit.testing``, or ``pytest_plugins =
 ["accelkit.testing"]`` in a conftest) adds fixtures for plugin tests; it is never loaded into
@@ -56,6 +58,7 @@ _LAZY = {
     "FakeAmdGpu": "fakes.amd",
     "emulated_pynvml": "fakes.nvml_c",
     "emulated_amdsmi": "fakes.amdsmi_c",
+    "write_pci_function": "fakes.pci",
 }
 
 __all__ = list(_LAZY)
@@ -86,5 +89,6 @@ if TYPE_CHECKING:
     from accelkit.testing.fakes.nvidia import fake_gpus as fake_gpus
     from accelkit.testing.fakes.nvidia import fake_pynvml as fake_pynvml
     from accelkit.testing.fakes.nvml_c import emulated_pynvml as emulated_pynvml
+    from accelkit.testing.fakes.pci import write_pci_function as write_pci_function
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
