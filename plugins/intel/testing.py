@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
 
 from accelkit import FakeHost
+from accelkit.testing import write_pci_function
 
 __all__ = [
     "BUS_IDS",
@@ -111,17 +112,9 @@ def write_sysfs(root: pathlib.Path, cards: Sequence[FakeCard], bmc: bool = True)
     functions = [(BMC_BUS_ID, 0x1A03, 0x2000, "ast", 0)] if bmc else []
     functions += [(c.bus_id, 0x8086, c.device_id, c.driver, c.numa_node) for c in cards]
     for index, (bus_id, vendor, device, driver, numa) in enumerate(functions):
-        pci = root / "sys/bus/pci/devices" / bus_id
-        pci.mkdir(parents=True, exist_ok=True)
-        for name, value in (
-            ("vendor", f"{vendor:#06x}"),
-            ("device", f"{device:#06x}"),
-            ("class", "0x030000" if vendor != 0x8086 or bus_id.endswith("02.0") else "0x038000"),
-            ("numa_node", str(numa)),
-        ):
-            (pci / name).write_text(value + "\n")
-        if not (pci / "driver").is_symlink():
-            os.symlink(f"../../../bus/pci/drivers/{driver}", pci / "driver")
+        # the BMC and an integrated GPU are VGA controllers (0x0300), a Max card "display, other"
+        klass = 0x030000 if vendor != 0x8086 or bus_id.endswith("02.0") else 0x038000
+        write_pci_function(root, bus_id, vendor, device, klass, numa_node=numa, driver=driver)
         entries = [f"card{index}"] + ([f"renderD{128 + index}"] if vendor == 0x8086 else [])
         for entry in entries:
             (drm / entry).mkdir(exist_ok=True)

@@ -16,7 +16,7 @@ import pathlib
 from collections.abc import Sequence
 
 from accelkit import FakeHost
-from accelkit.testing import FakeGpu, fake_gpus, fake_pynvml
+from accelkit.testing import FakeGpu, fake_gpus, fake_pynvml, write_pci_function
 
 __all__ = [
     "COMPUTE_MODE_ARGV",
@@ -75,14 +75,9 @@ def write_proc(root: pathlib.Path, gpus: Sequence[FakeGpu]) -> None:
 
 
 def write_sysfs(root: pathlib.Path, gpus: Sequence[FakeGpu]) -> None:
-    """The PCI functions of ``gpus`` under ``/sys/bus/pci/devices`` (vendor, device, NUMA)."""
+    """The PCI functions of ``gpus``: H100s, 3D controllers (class 0x0302), with their NUMA node."""
     for gpu in gpus:
-        directory = root / "sys/bus/pci/devices" / gpu.bus_id
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / "vendor").write_text("0x10de\n")
-        (directory / "device").write_text("0x2330\n")
-        (directory / "class").write_text("0x030200\n")
-        (directory / "numa_node").write_text(f"{gpu.numa_node}\n")
+        write_pci_function(root, gpu.bus_id, 0x10DE, 0x2330, 0x030200, numa_node=gpu.numa_node)
 
 
 def make_host(count: int, root: pathlib.Path) -> FakeHost:

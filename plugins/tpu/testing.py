@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Optional
 
 from accelkit import FakeHost
+from accelkit.testing import write_pci_function
 
 __all__ = ["GVNIC_BUS_ID", "chip_bus_id", "make_host", "write_chips", "write_pci_function"]
+# write_pci_function is the kit's, named here too for this family's tests
 
 GOOGLE = 0x1AE0
 V6E = 0x006F
@@ -32,26 +34,6 @@ PCI_ROOT = "sys/devices/pci0000:00"
 def chip_bus_id(index: int) -> str:
     """The bus id of chip ``index`` on the fake hosts (after the NIC, one slot per chip)."""
     return f"0000:00:{5 + index:02x}.0"
-
-
-def write_pci_function(
-    root: Path, bus_id: str, vendor: int, device: int, class_code: int, numa_node: int = 0
-) -> Path:
-    """One PCI function's sysfs directory, linked from ``/sys/bus/pci/devices/<bus id>``."""
-    function = root / PCI_ROOT / bus_id
-    function.mkdir(parents=True, exist_ok=True)
-    for name, value in (
-        ("vendor", f"{vendor:#06x}"),
-        ("device", f"{device:#06x}"),
-        ("class", f"{class_code:#08x}"),
-        ("numa_node", str(numa_node)),
-        ("subsystem_vendor", f"{vendor:#06x}"),
-    ):
-        (function / name).write_text(value + "\n")
-    bus = root / "sys/bus/pci/devices"
-    bus.mkdir(parents=True, exist_ok=True)
-    os.symlink(f"../../../devices/pci0000:00/{bus_id}", bus / bus_id)
-    return function
 
 
 def write_chips(
