@@ -32,6 +32,7 @@ from accelkit.host import _deadlines as deadlines
 from accelkit.host._base import ProbeFunction
 from accelkit.manager import AcceleratorManager
 from core_fakes import Provides
+from started_pids import record_started
 
 HANG_GUARD = 20.0
 """Seconds after which a detection is taken as hung (every budget here is under 6 s)."""
@@ -323,15 +324,8 @@ def test_what_a_detection_started_is_killed_when_its_deadline_passes(
         release.wait()
         kill(process)
 
-    started: list[int] = []
-
-    class Recorded(subprocess.Popen[bytes]):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            started.append(self.pid)
-
     monkeypatch.setattr(_processes, "_kill_group", late)
-    monkeypatch.setattr(subprocess, "Popen", Recorded)
+    started = record_started(monkeypatch)
     plugins = Registry([Provides([Lingering(kind, pid_file)])], autoload=False)
     node = detect_node(MachineHost(), registry=plugins)
     [pid] = started

@@ -5,11 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import probe_targets
 import pytest
@@ -17,6 +15,7 @@ from accelkit.detect import call_probe, run_command
 from accelkit.diagnostics import collecting
 from accelkit.errors import ProbeError
 from accelkit.host import LocalHost
+from started_pids import record_started
 
 
 def test_run_returns_exit_code_stdout_and_stderr() -> None:
@@ -72,14 +71,7 @@ def test_a_program_on_path_that_cannot_run_is_said_so_not_missing(
 def test_run_past_its_timeout_is_killed_quickly(monkeypatch: pytest.MonkeyPatch) -> None:
     """The command is known by the pid ``Popen`` gave: a shell of its own writing it would
     have to start within the 0.2 s, which a loaded machine need not grant."""
-    started_pids: list[int] = []
-
-    class Recorded(subprocess.Popen[bytes]):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            started_pids.append(self.pid)
-
-    monkeypatch.setattr(subprocess, "Popen", Recorded)
+    started_pids = record_started(monkeypatch)
     started = time.monotonic()
     with pytest.raises(TimeoutError, match=r"0\.2s"):
         LocalHost().run(["sh", "-c", "exec sleep 5"], timeout=0.2)
