@@ -46,17 +46,25 @@ def test_map_runs_each_call_on_the_resources_it_names(ledger: Ledger) -> None:
     results in the order of the arguments."""
     with pool_of(ledger) as pool:
         whole = list(pool.map(targets.tagged, range(3), resources={"GPU": 1}))
-        halves = list(pool.map(targets.tagged, range(4), resources={"GPU": 0.5}, max_calls=0))
+        halves = list(
+            pool.map(targets.spell, range(4), [0.3] * 4, resources={"GPU": 0.5}, max_calls=0)
+        )
         nothing = list(pool.map(targets.tagged, range(2)))
         sums = list(pool.map(targets.add, [1, 2, 3], [10, 20]))  # as zip, the shortest
         with pytest.raises(Unsatisfiable):
             pool.map(targets.tagged, range(2), resources={"GPU": 9})  # submit's refusal, at once
     assert [tag for tag, _ in whole] == [0, 1, 2]
     assert all(seen is not None and len(seen.split(",")) == 1 for _, seen in whole)
-    assert [tag for tag, _ in halves] == [0, 1, 2, 3]
-    # Each half sees one device. (How many halves share one over the map is timing: a half that
-    # ends frees its share for the next, so the count says nothing about two at a time.)
-    assert all(seen is not None and len(seen.split(",")) == 1 for _, seen in halves)
+    assert [tag for tag, *_ in halves] == [0, 1, 2, 3]
+    assert all(seen is not None and len(seen.split(",")) == 1 for _, seen, *_ in halves)
+    # No GPU runs more than two halves at once: the spans measured inside the calls lie within
+    # their grants, so spans that overlap are grants that overlapped (how many halves a GPU
+    # serves over the whole map is timing: a half that ends frees its share for the next).
+    for _, seen, began, _ in halves:
+        at_once = [
+            tag for tag, other, start, end in halves if other == seen and start <= began < end
+        ]
+        assert len(at_once) <= 2, (seen, at_once)
     assert nothing == [(0, ""), (1, "")]
     assert sums == [11, 22]
     assert ledger.grants() == []

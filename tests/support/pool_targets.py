@@ -20,6 +20,14 @@ def tagged(tag: int) -> tuple[int, str | None]:
     return tag, os.environ.get("CUDA_VISIBLE_DEVICES")
 
 
+def spell(tag: int, seconds: float) -> tuple[int, str | None, float, float]:
+    """``tag``, the devices the call sees, and when it began and ended, ``seconds`` apart: a
+    span inside its grant, which is held from before it to after it."""
+    began = time.monotonic()
+    time.sleep(seconds)
+    return tag, os.environ.get("CUDA_VISIBLE_DEVICES"), began, time.monotonic()
+
+
 def pid() -> int:
     return os.getpid()
 
