@@ -85,8 +85,8 @@ def test_ls_lists_a_skipped_plugin_as_an_error_of_the_node(
     assert done.returncode == 0, done.stderr
     assert "akbroken" not in done.stderr
     if json_output:
-        errors = [d for d in json.loads(done.stdout)["diagnostics"] if d["level"] == "error"]
-        assert errors == [{"family": "accelkit", "level": "error", "message": SKIPPED}]
+        diagnostics = json.loads(done.stdout)["diagnostics"]
+        assert {"family": "accelkit", "level": "error", "message": SKIPPED} in diagnostics
     else:
         assert f"  error   accelkit: {SKIPPED}" in done.stdout.splitlines()
 
