@@ -340,6 +340,31 @@ def test_restore_rejects_grants_that_do_not_match_the_node(tamper: object) -> No
     assert alloc.available() == {"GPU": 2.0}
 
 
+@pytest.mark.parametrize("fact", ["uuid", "pci_bus_id"])
+def test_restore_refuses_a_grant_of_another_device_under_the_same_id(fact: str) -> None:
+    """Persisted grants restored after the node changed (GPUs swapped or renumbered by a
+    reboot) matched the node by id alone: GPU 0 of the grant, another card than this node's
+    GPU 0, was held while a job ran on the card that had moved."""
+    facts = {"uuid": ("GPU-aaaa", "GPU-bbbb"), "pci_bus_id": ("0000:17:00.0", "0000:3a:00.0")}
+    then, now = facts[fact]
+
+    def with_gpu0(value: str) -> Node:
+        gpus = devices("nvidia", 2)
+        return make_node([dataclasses.replace(gpus[0], **{fact: value}), gpus[1]])
+
+    node = with_gpu0(then)
+    data = take(Allocator(node), {"GPU": 1}).to_dict()
+    moved = with_gpu0(now)
+    alloc = Allocator(moved)
+    with pytest.raises(
+        InvalidRequest,
+        match=f"holds nvidia:0 with {fact} {then}, but this node's nvidia:0 has {now}",
+    ):
+        alloc.restore([data])
+    assert alloc.available() == {"GPU": 2.0}
+    Allocator(node).restore([data])  # the same node: restored
+
+
 def test_restore_refuses_what_is_not_a_grant_as_an_invalid_request() -> None:
     alloc = Allocator(make_node(devices("nvidia", 1)))
     with pytest.raises(InvalidRequest, match="cannot restore"):

@@ -371,8 +371,9 @@ class Allocator:
     def restore(self, grants: Iterable[Union[Grant, Mapping[str, Any]]]) -> None:
         """Take again what ``grants`` hold, e.g. after a scheduler restart (all or nothing).
 
-        Each grant (or its ``to_dict()``) must name this node's devices and resources and fit
-        beside what is held already; the restored grants can then be released as usual.
+        Each grant (or its ``to_dict()``) must name this node's devices (the same ones, told by
+        UUID, else PCI bus id, where both sides know it) and resources, and fit beside what is
+        held already; the restored grants can then be released as usual.
         """
         try:
             restored = [g if isinstance(g, Grant) else Grant.from_dict(g) for g in grants]
@@ -422,6 +423,7 @@ class Allocator:
                 raise InvalidRequest(
                     f"{grant!r} holds {device.family}:{device.id}, which this node does not have"
                 )
+            _check_same_device(grant, device, where[0].devices[where[1]])
             units = to_units(share, what=f"share of {device.family}:{device.id}")
             if not 0 < units <= UNIT:
                 raise InvalidRequest(f"{grant!r} holds a share {share!r}; shares are in (0, 1]")
@@ -461,6 +463,22 @@ class Allocator:
 
     def __repr__(self) -> str:
         return f"<Allocator {len(self._live)} grant(s) held, available {self.available()}>"
+
+
+def _check_same_device(grant: Grant, held: Device, present: Device) -> None:
+    """Refuse a restored grant whose device is another one than this node's of that id: GPUs
+    swapped or renumbered since it was taken (a reboot, a replaced card) would give its
+    device to two jobs. Told by UUID, else by PCI bus id, where both sides know it."""
+    for fact in ("uuid", "pci_bus_id"):
+        recorded, now = getattr(held, fact), getattr(present, fact)
+        if recorded is not None and now is not None:
+            if recorded != now:
+                raise InvalidRequest(
+                    f"{grant!r} holds {held.family}:{held.id} with {fact} {recorded}, but this "
+                    f"node's {held.family}:{held.id} has {now}: another device (the node changed "
+                    "since the grant was taken); restore grants of this node only"
+                )
+            return
 
 
 def _positions(pool: _Pool, units: int, label: Optional[str]) -> int:
