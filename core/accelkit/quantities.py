@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_QUANTITY",
+    "REQUEST_ADVICE",
     "SNAP",
     "UNIT",
     "from_units",
@@ -48,7 +49,8 @@ MAX_QUANTITY = 2**53
 """The largest quantity accepted (about 9e15): the largest whole number a float holds exactly, so
 every accepted quantity survives JSON and ``available()`` unchanged (a petabyte of memory fits)."""
 
-_RIGHT = "ask for 0 (nothing), a fraction from 0.0001 to 1, or a whole number"
+REQUEST_ADVICE = "ask for 0 (nothing), a fraction from 0.0001 to 1, or a whole number"
+"""What a request may ask, said by every refusal of a quantity that is no amount at all."""
 
 
 def to_units(value: object, *, what: str = "quantity") -> int:
@@ -61,12 +63,16 @@ def to_units(value: object, *, what: str = "quantity") -> int:
     number = _number(value, what)
     if isinstance(number, int):
         if number < 0:
-            raise InvalidRequest(f"{what} {shown_quantity(value)} must not be negative: {_RIGHT}")
+            raise InvalidRequest(
+                f"{what} {shown_quantity(value)} must not be negative: {REQUEST_ADVICE}"
+            )
         return number * UNIT
     if math.isnan(number) or math.isinf(number):
-        raise InvalidRequest(f"{what} {shown_quantity(value)} must be finite: {_RIGHT}")
+        raise InvalidRequest(f"{what} {shown_quantity(value)} must be finite: {REQUEST_ADVICE}")
     if number < 0:
-        raise InvalidRequest(f"{what} {shown_quantity(value)} must not be negative: {_RIGHT}")
+        raise InvalidRequest(
+            f"{what} {shown_quantity(value)} must not be negative: {REQUEST_ADVICE}"
+        )
     whole = round(number)  # an exact int, however large the float
     if abs(number - whole) <= SNAP:
         return whole * UNIT
@@ -122,7 +128,7 @@ def _number(value: object, what: str) -> Union[int, float]:
     a :class:`numbers.Real`.
     """
     if isinstance(value, bool) or not (isinstance(value, Real) or _is_decimal(value)):
-        raise InvalidRequest(f"{what} must be a number, got {shown(value)}: {_RIGHT}")
+        raise InvalidRequest(f"{what} must be a number, got {shown(value)}: {REQUEST_ADVICE}")
     try:
         number = _converted(value, what)
     except InvalidRequest:  # a ValueError too, already saying what is wrong
@@ -159,7 +165,7 @@ def _converted(value: Union[Real, Decimal], what: str) -> Union[int, float]:
         raise _too_large_error(value, what)
     if _is_decimal(value):
         if value.is_nan():  # a signalling NaN cannot even become a float
-            raise InvalidRequest(f"{what} {shown_quantity(value)} must be finite: {_RIGHT}")
+            raise InvalidRequest(f"{what} {shown_quantity(value)} must be finite: {REQUEST_ADVICE}")
         if value.is_infinite():
             return float(value)
         from fractions import Fraction

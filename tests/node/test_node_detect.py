@@ -671,6 +671,20 @@ def test_malformed_overrides_are_configuration_errors(
         detect_node(acme_host(env=env), overrides)
 
 
+@pytest.mark.parametrize("value", [-1, float("nan"), True, "two"])
+def test_an_override_that_is_no_count_says_what_an_override_takes(
+    generic: object, value: object
+) -> None:
+    """It gave a request's advice, "ask for 0 (nothing), a fraction from 0.0001 to 1, or a whole
+    number", and then refused GPU=0.5 as "counted in whole devices"."""
+    with pytest.raises(ConfigurationError) as raised:
+        detect_node(acme_host(), {"GPU": value})
+    assert str(raised.value).endswith(
+        ": give 0 (removes the resource) or a whole number of devices (a fraction only for "
+        "capacity no device counts)"
+    )
+
+
 # -- resources and labels ---------------------------------------------------------------------
 def test_families_with_one_resource_add_up_and_each_type_counts_once(
     generic: object, sandbox: Path

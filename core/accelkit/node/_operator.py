@@ -33,7 +33,7 @@ from accelkit.errors import ConfigurationError, InvalidRequest
 from accelkit.manager import AcceleratorManager
 from accelkit.node._state import NODE_FAMILY, Detection, Family, Override
 from accelkit.node._visibility import logical
-from accelkit.quantities import UNIT, to_units
+from accelkit.quantities import REQUEST_ADVICE, UNIT, to_units
 
 __all__ = [
     "CONFIG_ENV_VARS",
@@ -53,6 +53,11 @@ EXCLUDE_ENV = "ACCELKIT_EXCLUDE_DEVICES"
 """Comma list of ``family:token`` naming devices to leave out (``nvidia:GPU-…``)."""
 
 CONFIG_ENV_VARS = (OVERRIDE_ENV, EXCLUDE_ENV)
+
+_COUNT_ADVICE = (
+    "give 0 (removes the resource) or a whole number of devices (a fraction only for capacity "
+    "no device counts)"
+)
 """The operator's variables :func:`~accelkit.node.detect_node` reads besides the managers' own."""
 
 
@@ -91,8 +96,8 @@ def _checked(data: Mapping[Any, Any], source: str, configured: bool = False) -> 
             )
         try:
             units = to_units(value, what=f"override {resource} ({source})")
-        except InvalidRequest as exc:
-            raise ConfigurationError(str(exc)) from None
+        except InvalidRequest as exc:  # an override is a count, not a request: say so
+            raise ConfigurationError(str(exc).replace(REQUEST_ADVICE, _COUNT_ADVICE)) from None
         text = f"{resource}={shown(value)} from {source}"
         checked[resource] = Override(units, text, configured)
     return checked
