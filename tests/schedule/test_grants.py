@@ -128,6 +128,14 @@ def test_hide_others_may_name_the_families_to_hide() -> None:
     assert grant.env(NO_ENV, hide_others=1, hooks=False) == every != unhidden  # type: ignore[arg-type]
 
 
+def test_a_family_name_no_one_knows_is_refused_not_ignored() -> None:
+    """``{"acsend"}`` hid nothing, silently: the worker saw every NPU. A family some plugin
+    provides but the node lacks ("amd" above) still hides nothing, for one list per cluster."""
+    grant = grant_of({"GPU": 1}, devices("nvidia", 2), devices("ascend", 2))
+    with pytest.raises(ValueError, match=r"^hide_others names 'acsend', no family this node or"):
+        grant.env(NO_ENV, hide_others={"acsend", "nvidia"}, hooks=False)
+
+
 def test_a_string_hide_others_is_refused_on_a_node_of_one_family_too() -> None:
     # with nothing to hide, a string used to pass: code passing its tests on a one-family node
     # then failed on a mixed one

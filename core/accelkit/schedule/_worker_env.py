@@ -72,6 +72,7 @@ def worker_env(
 
     _check_hide_others(hide_others)
     plugins = resolve(registry)
+    _check_names(hide_others, grant, plugins)
     shown, env = shown_ids(grant, plugins, peers)
     for family, ids in families_to_write(grant, shown, inherited, hide_others):
         env.update(family_variables(grant, plugins, family, ids, inherited))
@@ -150,6 +151,24 @@ def _check_hide_others(hide_others: Union[bool, Collection[str]]) -> None:
         raise TypeError(
             f"hide_others takes True, False or a collection of family names, not the string "
             f"{hide_others!r}: write [{hide_others!r}]"
+        )
+
+
+def _check_names(
+    hide_others: Union[bool, Collection[str]], grant: Grant, plugins: Registry
+) -> None:
+    """Refuse a family name neither the grant's node nor any plugin knows: a typo
+    (``{"acsend"}``) hid nothing, silently, and the worker saw every NPU. A family known to
+    the plugins but absent from this node hides nothing, as the rule says (one list for every
+    node of a cluster)."""
+    if isinstance(hide_others, bool) or not isinstance(hide_others, Collection):
+        return
+    known = {*grant.families, *(m.name for m in plugins.managers())}
+    unknown = sorted(str(name) for name in hide_others if name not in known)
+    if unknown:
+        raise ValueError(
+            f"hide_others names {', '.join(map(repr, unknown))}, no family this node or its "
+            f"plugins know; known: {', '.join(sorted(known))}"
         )
 
 
