@@ -328,7 +328,15 @@ class Inventory:
                 )
 
     def missing_type(self, label: str) -> Unsatisfiable:
-        """The error for a type this node does not have."""
+        """The error for a type this node does not have, or has devices of but no resource for
+        (a hand-built node: detection adds ``accelerator_type:<label>`` for every type)."""
+        resource = ACCELERATOR_TYPE_PREFIX + label
+        if any(label in f.label_keys for families in self.families.values() for f in families):
+            return Unsatisfiable(
+                f"this node has {label!r} devices but no resource {resource!r}, which a request "
+                f"for the type takes; a node built by hand gives it ({resource!r}: 1), as "
+                "detection does"
+            )
         return Unsatisfiable(
             f"this node has no {label!r} accelerators; its types are {self.labels or 'none'}"
         )
