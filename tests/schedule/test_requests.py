@@ -140,6 +140,14 @@ def test_unknown_types_name_the_known_ones() -> None:
             validate_request(request, h100_node(), **kwargs)
 
 
+def test_a_hand_built_node_without_its_type_resource_is_told_what_to_add() -> None:
+    """A node built by hand with H100 devices and no ``accelerator_type:H100`` resource was
+    told "its types are none", while its devices said H100."""
+    node = Node(devices=devices("nvidia", 2, label="H100"), resources={"GPU": 2.0})
+    with pytest.raises(Unsatisfiable, match=r"has 'H100' devices but no resource "):
+        validate_request({"GPU": 1}, node, accelerator_type="H100")
+
+
 @pytest.mark.parametrize(
     ("request_", "message"),
     [
