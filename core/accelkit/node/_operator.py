@@ -53,12 +53,13 @@ EXCLUDE_ENV = "ACCELKIT_EXCLUDE_DEVICES"
 """Comma list of ``family:token`` naming devices to leave out (``nvidia:GPU-…``)."""
 
 CONFIG_ENV_VARS = (OVERRIDE_ENV, EXCLUDE_ENV)
+"""The operator's variables :func:`~accelkit.node.detect_node` reads besides the managers' own."""
 
 _COUNT_ADVICE = (
     "give 0 (removes the resource) or a whole number of devices (a fraction only for capacity "
     "no device counts)"
 )
-"""The operator's variables :func:`~accelkit.node.detect_node` reads besides the managers' own."""
+"""What an override may give, in place of a request's advice when a value is no count."""
 
 
 def read_overrides(

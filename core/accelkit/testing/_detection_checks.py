@@ -248,8 +248,12 @@ def devices_well_formed(subject: Subject) -> None:
     assert len(set(ids)) == len(ids), f"{label}: device ids repeat: {ids}"
     indices = [d.index for d in devices if d.index is not None]
     assert len(set(indices)) == len(indices), f"{label}: device indices repeat: {indices}"
-    numbered = [int(i) for i in ids if is_index(i)]
-    order = indices if indices else numbered if len(numbered) == len(ids) else []
+    if indices:  # the plugin numbered its devices
+        order = indices
+    elif all(is_index(i) for i in ids):  # the core numbers them by place: ids must agree
+        order = [int(i) for i in ids]
+    else:  # ids that are no numbers (UUIDs) say nothing of order
+        order = []
     assert order == sorted(order), (
         f"{label}: detect() returned devices {ids} out of order; return them in index order "
         "(the core numbers devices without an index by their place in the list: device '2' "
