@@ -4,7 +4,8 @@ A grant writes ``CUDA_VISIBLE_DEVICES`` and ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so
 what NVML and nvidia-smi say (CUDA's default order, fastest first, differs), but for the GPUs
 after one this process may not open, which CUDA does not count (``opened``). On read CUDA takes
 indices and ``GPU-``/``MIG-`` UUIDs or unique prefixes of them, and stops at the first token it
-cannot read (so ``-1`` hides every GPU; ``cuda_visible`` holds the rules measured on an H100).
+cannot read (so ``-1`` hides every GPU; ``cuda_visible`` holds the rules measured on an H100 and
+an H200).
 ``NVIDIA_VISIBLE_DEVICES`` is the container runtime's layer, in host ids: it is recorded, never
 read as CUDA ids.
 

@@ -1,20 +1,35 @@
 """``CUDA_VISIBLE_DEVICES`` read as the CUDA driver reads it.
 
-Measured on an H100 (driver 580, CUDA 13; VENDOR_NOTES "Measured on a real NVIDIA H100"): the
-driver reads tokens left to right and stops at the first one it cannot use, keeping what came
-before. An ordinal is read like C's ``strtol``: leading white space, an optional ``+``, ASCII
-digits, and whatever follows the digits ignored, so ``"+0"``, ``"00"``, ``"0x0"``, ``"0.0"`` and
-``" 0"`` are all GPU 0 while ``"-1"``, ``"abc"``, ``""`` and Arabic-Indic digits stop the list
-(``",0"`` shows nothing). A ``GPU-``/``MIG-`` UUID or a unique prefix of one names a device in
-any letter case (measured: the whole UUID in capitals). An ordinal given twice (``"0,0"``)
-makes ``cuInit`` fail with CUDA_ERROR_INVALID_DEVICE: the process sees no GPU at all. A token
-that names no device ends the list too (``"1,0"`` on a one-GPU machine shows nothing); that
-needs the detected devices, so node detection applies it (``accelkit.node``), with this
-plugin's ``matches``.
+Measured with ``cuInit`` in a fresh process per value on an H100 and an H200 (driver 580, CUDA 13;
+``tests/plugins/data/``, VENDOR_NOTES "Measured on a real NVIDIA H100"): the driver reads tokens
+left to right and stops at the first one it cannot use, keeping what came before. The first token
+says what the list holds:
 
-Not measured, so read the cautious way (a process is never offered a GPU it might not see): a
-``-`` sign ends the list even before ``0``; a UUID token takes no white space around it; and an
-ordinal repeated after a token that names no GPU (``"0,1,0"`` on one GPU) is still refused.
+- A list that begins with ``GPU-`` or ``MIG-`` (in capitals: ``gpu-`` is no UUID) holds UUIDs,
+  each token beginning with either word. After the word come hexadecimal digits in any case,
+  with dashes anywhere ignored (``GPU-409195b00254`` is ``GPU-409195b0-0254-...``); they name the
+  device whose UUID begins with them. The word is not compared (``MIG-`` with a GPU's digits
+  names that GPU), and once 32 digits are read the rest of the token is ignored
+  (``GPU-<uuid>/0/0`` is the GPU); any other character before that (a space, ``z``) makes a
+  token CUDA cannot use.
+- Any other list holds ordinals, each read like C's ``strtoul`` into an ``int``: leading white
+  space, one sign, ASCII digits, and whatever follows ignored, so ``"+0"``, ``"-0"``, ``"00"``,
+  ``"0x0"`` and ``" 0"`` are all GPU 0. The number keeps its low 32 bits (``"4294967296"`` is GPU
+  0, ``"2147483648"`` negative, a number past 64 bits all ones); a negative one, or a token
+  without digits (``""``, ``"abc"``, ``"--0"``, a UUID, Arabic-Indic digits) ends the list, so
+  ``",0"`` shows nothing and ``"0,GPU-..."`` only GPU 0 (``"0,GPU-<its UUID>,0"`` shows the GPU
+  once, where reading on would name it twice, as ``"GPU-<its UUID>,MIG-<its UUID>"`` does).
+
+A device named twice before the list ends (``"0,0"``, ``"0, 0"``, a UUID and its prefix) makes
+``cuInit`` fail with CUDA_ERROR_INVALID_DEVICE: the process sees no GPU at all. A token that
+names no device ends the list too (``"1,0"`` on a one-GPU machine shows nothing); that needs the
+detected devices, so node detection applies it (``accelkit.node``), with this plugin's
+``matches``.
+
+Where this reading differs from the driver's, it offers less, never a GPU a process might not
+see: a device named twice after a token that names no device (``"0,1,0"`` on one GPU, where the
+driver stops at ``1`` and shows GPU 0) is refused all the same, because which tokens name devices
+is known only after detection.
 """
 
 from __future__ import annotations
@@ -24,48 +39,100 @@ from typing import Optional
 
 __all__ = ["cuda_ids", "names_uuid"]
 
-ORDINAL = r"(?a)[ \t\n\v\f\r]*\+?([0-9]+)"  # strtol's prefix; the rest ignored
-UUID = r"(?ai)(?:GPU|MIG)-[0-9a-z/-]+"
-LONGEST_ORDINAL = 18  # digits; a longer number names no GPU (strtol would clamp it, CUDA stop)
+ORDINAL = r"(?a)[ \t\n\v\f\r]*([+-]?)([0-9]+)"  # strtoul's prefix; the rest ignored
+UUID_WORDS = ("GPU-", "MIG-")
+HEX_DIGITS = "0123456789abcdefABCDEF"
+UUID_DIGITS = 32
+ULONG_MAX = 2**64 - 1
+"""What ``strtoul`` returns for a number past 64 bits: -1 as an ``int``, naming no GPU."""
 
 
 def cuda_ids(value: Optional[str]) -> Optional[list[str]]:
-    """The ids CUDA shows for ``value``, ordinals in plain decimal (``"+0"`` -> ``"0"``).
+    """The ids CUDA shows for ``value``: ordinals in plain decimal (``"+0"`` -> ``"0"``), UUIDs
+    as written.
 
-    None (unset) stays None. ``ValueError`` when an ordinal is given twice: CUDA then refuses to
+    None (unset) stays None. ``ValueError`` when a device is named twice: CUDA then refuses to
     start, so the caller reports the value and shows nothing.
     """
     if value is None:
         return None
-    ids: list[str] = []
-    seen: dict[str, str] = {}
-    for token in value.split(","):
-        cuda_id = read_token(token)
+    tokens = value.split(",")
+    uuids = tokens[0].startswith(UUID_WORDS)
+    read: list[tuple[str, str]] = []  # (the token as written, its id)
+    for token in tokens:
+        if uuids and _uuid_digits(token):
+            cuda_id: Optional[str] = token
+        elif uuids:
+            cuda_id = None
+        else:
+            cuda_id = _ordinal(token)
         if cuda_id is None:
             break
-        if cuda_id in seen and cuda_id.isdecimal():
-            raise ValueError(
-                f"GPU {cuda_id} is named twice ({seen[cuda_id]!r} and {token!r}); CUDA then fails "
-                "to initialise (CUDA_ERROR_INVALID_DEVICE) and the process sees no GPU: name each "
-                "GPU once"
-            )
-        seen.setdefault(cuda_id, token)
-        ids.append(cuda_id)
-    return ids
-
-
-def read_token(token: str) -> Optional[str]:
-    """One token as CUDA reads it: an ordinal in plain decimal, a UUID (prefix) as written, or
-    None where CUDA stops reading."""
-    ordinal = re.match(ORDINAL, token)
-    if ordinal:
-        digits = ordinal[1].lstrip("0") or "0"
-        return digits if len(digits) <= LONGEST_ORDINAL else None
-    return token if re.fullmatch(UUID, token) else None
+        _refuse_a_second_naming(token, cuda_id, read)
+        read.append((token, cuda_id))
+    return [cuda_id for _, cuda_id in read]
 
 
 def names_uuid(token: str, uuid: Optional[str]) -> bool:
-    """Whether ``token`` is ``uuid`` or a prefix of it beyond ``GPU-``/``MIG-``, in any case."""
-    if uuid is None or len(token) <= len("GPU-"):
-        return False
-    return uuid.lower().startswith(token.lower())
+    """Whether the UUID token names the device with ``uuid``: its digits begin the UUID's."""
+    digits = _uuid_digits(token)
+    own = _uuid_digits(uuid or "")
+    return digits is not None and own is not None and own.startswith(digits)
+
+
+def _ordinal(token: str) -> Optional[str]:
+    """The ordinal ``strtoul`` reads into an ``int``, in plain decimal; None where CUDA stops."""
+    match = re.match(ORDINAL, token)
+    if match is None:
+        return None
+    sign, digits = match.groups()
+    if len(digits.lstrip("0")) > len(str(ULONG_MAX)):  # past 64 bits; int() needs no such size
+        return None
+    magnitude = int(digits)
+    if magnitude > ULONG_MAX:
+        return None
+    if sign == "-":
+        magnitude = -magnitude  # strtoul negates in unsigned arithmetic: the low bits are these
+    low_bits = magnitude & 0xFFFF_FFFF
+    if low_bits >= 2**31:  # negative as an int
+        return None
+    return str(low_bits)
+
+
+def _uuid_digits(text: str) -> Optional[str]:
+    """The hexadecimal digits CUDA compares of a ``GPU-``/``MIG-`` UUID (or a prefix of one):
+    lowercase, dashes dropped, at most 32; None for text CUDA reads as no UUID."""
+    if not text.startswith(UUID_WORDS):
+        return None
+    digits = ""
+    for char in text[len("GPU-") :]:
+        if len(digits) == UUID_DIGITS:
+            break  # the rest of the token is not read
+        if char == "-":
+            continue
+        if char not in HEX_DIGITS:
+            return None
+        digits += char.lower()
+    if not digits:
+        return None
+    return digits
+
+
+def _refuse_a_second_naming(token: str, cuda_id: str, earlier: list[tuple[str, str]]) -> None:
+    """``ValueError`` where ``cuda_id`` names a GPU an earlier id names: the same ordinal, or
+    UUID digits where one id's begin the other's (both name one GPU, or the list ends before
+    the second: see the module)."""
+    digits = _uuid_digits(cuda_id)
+    for earlier_token, earlier_id in earlier:
+        other = _uuid_digits(earlier_id)
+        if digits is None or other is None:
+            twice = cuda_id == earlier_id
+        else:
+            twice = digits.startswith(other) or other.startswith(digits)
+        if twice:
+            named = f"GPU {cuda_id}" if digits is None else "the same GPU"
+            raise ValueError(
+                f"{named} is named twice ({earlier_token!r} and {token!r}); CUDA then fails to "
+                "initialise (CUDA_ERROR_INVALID_DEVICE) and the process sees no GPU: name each "
+                "GPU once"
+            )

@@ -175,10 +175,10 @@ def test_a_mig_parent_index_in_the_visibility_variable_takes_no_other_gpu() -> N
     gpus[0] = dataclasses.replace(gpus[0], name="NVIDIA A100-SXM4-40GB", migs=[mig], mig_mode=1)
     host = FakeHost(
         modules={"pynvml": fake_nvidia.fake_pynvml(gpus)},
-        env={"CUDA_VISIBLE_DEVICES": f"{mig.uuid},0"},
+        env={"CUDA_VISIBLE_DEVICES": "1,0"},
     )
     node = detect_node(host)
-    assert [d.id for d in node.devices] == [mig.uuid]
+    assert [d.id for d in node.devices] == ["1"]
     assert any("partitions are listed in its place" in m for m in messages(node, "warning"))
     assert Allocator(node).acquire({"GPU": 1}) is not None
 

@@ -42,12 +42,15 @@ def test_a_restricted_process_meets_the_physical_node_and_takes_only_what_it_see
     ledger_path: Path,
 ) -> None:
     everything = Ledger(ledger_path, host=load_snapshot(H100))
-    restricted = seeing(ledger_path, "GPU-00000000-0000-0000-0000-000000000005,4")
+    restricted = seeing(
+        ledger_path,
+        "GPU-00000000-0000-0000-0000-000000000005,GPU-00000000-0000-0000-0000-000000000004",
+    )
     assert fingerprint(restricted.node) == fingerprint(everything.node)
     first = restricted.acquire({"GPU": 1})
     assert first is not None and first.ids == {"GPU": ["4"]}  # physical ids, lowest free
     second = restricted.acquire({"GPU": 1})
-    assert second is not None and second.ids == {"GPU": ["5"]}  # named by its UUID
+    assert second is not None and second.ids == {"GPU": ["5"]}  # both named by their UUIDs
     assert restricted.acquire({"GPU": 1}) is None  # six GPUs are free, none it sees
     with pytest.raises(Unsatisfiable, match=r"GPU=3 can never fit in the devices this process"):
         restricted.acquire({"GPU": 3}, wait=True)

@@ -23,6 +23,10 @@ EXPECTED: dict[str, tuple[dict[str, tuple[int, str, str]], dict[str, float]]] = 
         {"nvidia": (1, "H100", "command")},
         {"GPU": 1, "accelerator_type:H100": 1},
     ),
+    "nvidia-h200-1gpu": (  # recorded on a real H200 (driver 580, CUDA 13), 141 GB of HBM3e
+        {"nvidia": (1, "H200", "command")},
+        {"GPU": 1, "accelerator_type:H200": 1},
+    ),
     "amd-mi300x-8gpu": (
         {"amd": (8, "AMD-Instinct-MI300X-OAM", "command")},
         {"GPU": 8, "accelerator_type:AMD-Instinct-MI300X-OAM": 1},

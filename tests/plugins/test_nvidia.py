@@ -79,10 +79,15 @@ def test_declares_the_nvidia_family() -> None:
         ({"CUDA_VISIBLE_DEVICES": "  NoDevFiles "}, []),
         ({"CUDA_VISIBLE_DEVICES": " 0, 1 ,2 "}, ["0", "1", "2"]),
         ({"CUDA_VISIBLE_DEVICES": "3,1"}, ["3", "1"]),
+        ({"CUDA_VISIBLE_DEVICES": "GPU-8932f937,GPU-0a1b2c3d"}, ["GPU-8932f937", "GPU-0a1b2c3d"]),
+        ({"CUDA_VISIBLE_DEVICES": "MIG-8932f937,MIG-0a1b2c3d"}, ["MIG-8932f937", "MIG-0a1b2c3d"]),
+        # a list is of UUIDs (either word) or of ordinals, as its first token; it ends at the other
         (
             {"CUDA_VISIBLE_DEVICES": "GPU-8932f937,MIG-0a1b2c3d-1111"},
             ["GPU-8932f937", "MIG-0a1b2c3d-1111"],
         ),
+        ({"CUDA_VISIBLE_DEVICES": "GPU-8932f937,1"}, ["GPU-8932f937"]),
+        ({"CUDA_VISIBLE_DEVICES": "1,GPU-8932f937"}, ["1"]),
         # CUDA stops at the first token it cannot read: "-1" hides every GPU
         ({"CUDA_VISIBLE_DEVICES": "-1"}, []),
         ({"CUDA_VISIBLE_DEVICES": "0,1,bogus,2"}, ["0", "1"]),

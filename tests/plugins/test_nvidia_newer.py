@@ -112,7 +112,10 @@ def test_a_mig_gpu_in_prohibited_mode_offers_no_instance(
         # CUDA counts a Prohibited GPU: the list goes on past it, and GPU 2 keeps ordinal 2
         ("0,1,2", [("0", 0), ("2", 2)]),
         ("2,1,0", [("2", 0), ("0", 2)]),
-        ("GPU-00000000-0000-0000-0000-000000000001,2", [("2", 1)]),  # by UUID too
+        (  # by UUID too
+            "GPU-00000000-0000-0000-0000-000000000001,GPU-00000000-0000-0000-0000-000000000002",
+            [("GPU-00000000-0000-0000-0000-000000000002", 1)],
+        ),
         ("1", []),  # the Prohibited GPU alone: no stand-in GPU made of the variable
     ],
 )
