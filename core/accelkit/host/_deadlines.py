@@ -71,11 +71,13 @@ class Clock:
     def end(self) -> None:
         """Kill the process group of every child not yet reaped, and start no more: a worker
         thread still waiting for one may never reach its own kill (the caller exits first)."""
-        import signal
-
         with self._lock:
             self._ended = True
             left, self._children = self._children, set()
+        if not left:
+            return  # most detections: no command still running, and ``signal`` not imported
+        import signal
+
         for child in left:
             if child.returncode is None:  # not reaped: its pid is still its group's
                 with contextlib.suppress(ProcessLookupError):  # the group is gone already
