@@ -175,3 +175,47 @@ def test_amd_and_nvidia_share_no_primary_variable(tmp_path: Path) -> None:
     # AMD reads CUDA_VISIBLE_DEVICES as HIP's fallback, but claims only ROCR_VISIBLE_DEVICES.
     node = accelkit.detect_node(host(tmp_path, nvidia=1), registry=plugins_with(HygonManager()))
     assert [d.family for d in node.devices] == ["nvidia"]
+
+
+@pytest.mark.parametrize(
+    ("value", "nvidia_says"),
+    [
+        ("0,0", "error"),  # CUDA refuses it: nothing visible
+        ("abc,0", None),  # CUDA stops at 'abc': nothing visible, as intended or not
+        ("-1", None),
+    ],
+)
+def test_a_variable_the_first_reader_finds_nothing_in_is_no_other_familys_to_make(
+    tmp_path: Path, value: str, nvidia_says: Optional[str]
+) -> None:
+    """Nothing detected: NVIDIA, first in registry order, reads ``CUDA_VISIBLE_DEVICES`` and
+    finds no GPU visible in it. AMD (HIP reads the variable when its own are unset) and a MetaX
+    plugin read it otherwise (``0,0`` as GPU 0; ``abc`` as a device named ``abc``) and made
+    logical GPUs of it, which no CUDA or HIP process would see."""
+    node = accelkit.detect_node(
+        host(tmp_path, env={"CUDA_VISIBLE_DEVICES": value}), registry=plugins_with(MetaxManager())
+    )
+    assert node.devices == []
+    assert "GPU" not in node.resources
+    errors = [d.message for d in node.diagnostics if d.level == "error"]
+    assert [m.startswith("cannot read CUDA_VISIBLE_DEVICES") for m in errors] == (
+        [True] if nvidia_says == "error" else []
+    )
+    for family in ("amd", "metax") if value == "0,0" else ("metax",):  # HIP stops at abc, -1
+        notes = [d.message for d in node.diagnostics if d.family == family]
+        assert (
+            f"CUDA_VISIBLE_DEVICES={value!r} is set but no {family} device was detected, and "
+            "CUDA_VISIBLE_DEVICES was read first by the nvidia family, for which it makes nothing "
+            "visible: creating no devices from it"
+        ) in notes, notes
+
+
+def test_a_family_s_own_variable_still_names_its_logical_devices(tmp_path: Path) -> None:
+    """HIP reads ``CUDA_VISIBLE_DEVICES`` only where ``HIP_VISIBLE_DEVICES`` is unset: a HIP list
+    beside a CUDA one NVIDIA finds nothing in (a shell hiding NVIDIA GPUs) is AMD's."""
+    for env in (
+        {"HIP_VISIBLE_DEVICES": "1"},
+        {"HIP_VISIBLE_DEVICES": "1", "CUDA_VISIBLE_DEVICES": ""},
+    ):
+        node = accelkit.detect_node(host(tmp_path, env=env), registry=plugins_with(MetaxManager()))
+        assert [(d.family, d.id, d.source) for d in node.devices] == [("amd", "1", "env")]

@@ -27,7 +27,9 @@ override of 3 GPUs gives ids "2", "3", "5"), unless another family already provi
 sets ``CUDA_VISIBLE_DEVICES`` is not also an NVIDIA node, and on a node with no device at all only
 the first such family in registry order makes logical devices, of a resource and of a variable
 (a Hygon DCU plugin reads ``CUDA_VISIBLE_DEVICES`` too: a grant of one family's logical device
-could not write the variable the other one also reads). A value the manager cannot read
+could not write the variable the other one also reads), even where it finds nothing visible in
+it: ``CUDA_VISIBLE_DEVICES=0,0`` is CUDA's error, not a GPU for HIP, which reads the variable
+where its own are unset, to make. A value the manager cannot read
 (``read_visible`` raising ``ValueError``, as NVIDIA's does for an ordinal given twice, which CUDA
 refuses; or a token that could not be written back as an id) is an error diagnostic and counts as
 *nothing visible*: the variable exists to restrict, so a restriction we cannot read must not be
@@ -58,11 +60,12 @@ def step_read_visibility(state: Detection) -> None:
     provided = {f.manager.resource_name for f in state.families if f.devices}
     claimed = {f.manager.visible_devices_env_var for f in state.families if f.devices}
     claimed.discard(None)  # a family without a primary variable claims none
+    read_first: dict[str, str] = {}  # a variable -> the family without devices that read it first
     for family in state.families:
         with state.noting(family):
             _note_markers_among_ids(family.manager, family.host.env)
             try:
-                _read_visibility(family, provided, claimed)
+                _read_visibility(family, provided, claimed, read_first)
             except PLUGIN_FAULTS as exc:  # a plugin's read_visible() is broken
                 note(f"visibility rules failed: {type(exc).__name__}: {exc}; no devices", "error")
                 family.devices = []
@@ -91,9 +94,14 @@ def step_restrict(state: Detection) -> None:
                 family.devices = []
 
 
-def _read_visibility(family: Family, provided: set[str], claimed: set[Optional[str]]) -> None:
+def _read_visibility(
+    family: Family, provided: set[str], claimed: set[Optional[str]], read_first: dict[str, str]
+) -> None:
     """The family's visibility tokens and restriction; logical devices when none was detected,
-    unless another family already provides its resource or has devices named by its variable."""
+    unless another family already provides its resource, has devices named by its variable, or
+    read one of its variables first. A family without devices that reads a variable claims it
+    whatever it finds there: ``CUDA_VISIBLE_DEVICES=0,0`` is an error to NVIDIA, not a GPU for
+    the next family that reads the variable (AMD's HIP, a MetaX plugin) to make."""
     manager, env, detected = family.manager, family.host.env, family.detected
     try:
         tokens = checked_ids(manager.read_visible(env), "read_visible()")
@@ -117,7 +125,12 @@ def _read_visibility(family: Family, provided: set[str], claimed: set[Optional[s
     tokens = family.tokens
     if tokens is not None:
         family.restriction = _visibility_text(manager, env)
-    if detected or not tokens:
+    if detected or tokens is None:
+        return
+    variables = [name for name in variables_read(manager) if name in env]
+    if not tokens:  # nothing visible, and no other family's to make devices of either
+        for name in variables:
+            read_first.setdefault(name, manager.name)
         return
     if manager.resource_name in provided:
         note(
@@ -132,8 +145,40 @@ def _read_visibility(family: Family, provided: set[str], claimed: set[Optional[s
             "no devices from it"
         )
         return
+    first = _read_first_by_another(manager, env, variables, read_first)
+    if first is not None:
+        note(
+            f"{family.restriction} is set but no {manager.name} device was detected, and "
+            f"{first} was read first by the {read_first[first]} family, for which it makes "
+            "nothing visible: creating no devices from it"
+        )
+        return
+    for name in variables:
+        read_first.setdefault(name, manager.name)
     family.devices = logical(manager, dict.fromkeys(tokens), "env")
     note(f"no device detected; {len(family.devices)} logical device(s) from {family.restriction}")
+
+
+def _read_first_by_another(
+    manager: AcceleratorManager,
+    env: Mapping[str, str],
+    variables: Sequence[str],
+    read_first: Mapping[str, str],
+) -> Optional[str]:
+    """The variable an earlier family without devices read first that the family's reading
+    comes from (it reads otherwise without it), or None: HIP reads ``CUDA_VISIBLE_DEVICES``
+    only where ``HIP_VISIBLE_DEVICES`` is unset, so a HIP list is AMD's whatever CUDA's says."""
+    for name in variables:
+        if name not in read_first:
+            continue
+        without = {key: value for key, value in env.items() if key != name}
+        try:
+            comes_from_it = manager.read_visible(without) != manager.read_visible(env)
+        except ValueError:
+            comes_from_it = True
+        if comes_from_it:
+            return name
+    return None
 
 
 def _distinct(manager: AcceleratorManager, env: Mapping[str, str], tokens: list[str]) -> list[str]:
