@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from accelkit.registry._contract import variables_read
 from accelkit.registry._loading import BUILTIN_PLUGINS
+from own_plugins import ours_only
 from vendor_wrappers import AMDSMI_LATEST, Fetch
 
 pytest_plugins = ["pytester"]
@@ -49,6 +50,16 @@ def pytest_configure(config: pytest.Config) -> None:
             or name in FAMILY_VARIABLES
         ):
             del os.environ[name]
+
+
+@pytest.fixture
+def only_our_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The processes this test starts, inheriting this one's environment, load no plugin that
+    the machine happens to have beside this repository's (tests/support/own_plugins.py): for a
+    test that pins a verb's exit status or every line it says."""
+    for name, value in ours_only(os.environ).items():
+        if os.environ.get(name) != value:
+            monkeypatch.setenv(name, value)
 
 
 @pytest.fixture(scope="session")

@@ -1,11 +1,14 @@
 """Tests must not depend on the machine nor the job they run in: part of the suite runs again on
-a machine with the accelerators of six families (simulated: tests/support/simulated_machine.py),
-from a shell inside a job.
+a machine with the accelerators of six families (simulated: tests/support/simulated_machine.py)
+and a third-party plugin that fails to load, from a shell inside a job.
 
 CI's machines have no accelerator and no job's variables, so a test that assumed either passed
 there and failed on a GPU machine (the Ray test saw the machine's H100 as a resource, Dask
 workers asked the machine's NVML for a recorded node's GPU 2). The tests chosen start processes
-that detect the machine they run on: the CLI, the example scripts, the pool and the engines.
+that detect the machine they run on: the CLI, the example scripts, the pool and the engines; and
+processes that list or check the plugins installed, or whose every line is pinned, which a
+vendor's plugin whose import raises (an error of every node, a warning of every verb, exit
+status 1 of ``accelkit plugins``) failed on a machine that had one.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from fake_dists import FakeSite
 from simulated_machine import simulated_machine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +44,17 @@ THE_TESTS = [  # each starts processes that detect the machine, or replays nodes
     "tests/pool/test_pool_parent.py",
     "tests/engines/test_dask.py",
     "tests/engines/test_ray.py",
+    # each lists, checks or pins what every plugin installed says (tests/support/own_plugins.py)
+    "tests/cli/test_cli_warnings.py",
+    "tests/registry/test_registry_cli.py",
+    "tests/kit/test_kit_audit.py::test_the_audit_fixture_records_only_the_plugins_own_doing",
+    "tests/kit/test_kit_guide.py::test_a_built_in_replaced_as_the_guide_shows",
 ]
+
+A_VENDOR_PLUGIN_THAT_DOES_NOT_LOAD = (
+    "raise ImportError('libvendor.so.1: cannot open shared object file')\n"
+)
+"""A third-party plugin installed on the machine whose vendor library is missing."""
 
 
 @pytest.fixture
@@ -102,13 +116,23 @@ def test_the_suite_runs_alike_on_a_machine_with_accelerators_inside_a_job(
     override shows in every replayed node, a disabled family breaks collection, the exclusion and
     the job's variables narrow what the tests expect); without distributed's NVML diagnostics
     turned off (tests/engines/conftest.py) the Dask workers of a recorded node's GPUs 2 and 3 do
-    not start. The operator's ledger is never touched."""
+    not start. Without tests/support/own_plugins.py the installed plugin that does not load
+    fails the tests that pin a verb's exit status or every line it says. The operator's ledger
+    is never touched."""
     operator_ledger = tmp_path / "operator-ledger.json"
+    site = FakeSite(tmp_path / "site")
+    site.path.mkdir()
+    site.add(
+        "vendorstack",
+        {"vendorstack": "vendorstack"},
+        {"vendorstack": A_VENDOR_PLUGIN_THAT_DOES_NOT_LOAD},
+    )
     env = {
         **os.environ,
         **machine,
         **A_SHELL_INSIDE_A_JOB,
         "ACCELKIT_LEDGER": str(operator_ledger),
+        "PYTHONPATH": os.pathsep.join([str(site.path), machine["PYTHONPATH"]]),
     }
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *THE_TESTS],

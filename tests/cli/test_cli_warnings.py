@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from fake_dists import FakeSite
+from own_plugins import ours_only
 
 ROOT = Path(__file__).resolve().parents[2]
 H100 = ROOT / "examples" / "nodes" / "nvidia-h100-1gpu"
@@ -76,17 +77,19 @@ def test_ls_lists_a_skipped_plugin_as_an_error_of_the_node(
         + (["--json"] if json_output else []),
         capture_output=True,
         text=True,
-        env={
-            **os.environ,
-            "PYTHONPATH": f"{broken_site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-        },
+        env=ours_only(
+            {
+                **os.environ,
+                "PYTHONPATH": f"{broken_site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+            }
+        ),
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
     assert "akbroken" not in done.stderr
     if json_output:
-        diagnostics = json.loads(done.stdout)["diagnostics"]
-        assert {"family": "accelkit", "level": "error", "message": SKIPPED} in diagnostics
+        errors = [d for d in json.loads(done.stdout)["diagnostics"] if d["level"] == "error"]
+        assert errors == [{"family": "accelkit", "level": "error", "message": SKIPPED}]
     else:
         assert f"  error   accelkit: {SKIPPED}" in done.stdout.splitlines()
 
@@ -139,11 +142,13 @@ def test_what_a_plugin_prints_never_reaches_the_output_a_program_reads(
         [sys.executable, "-m", "accelkit.cli", *argv, "--host", str(H100)],
         capture_output=True,
         text=True,
-        env={
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(site.path), os.environ.get("PYTHONPATH", "")]),
-            "ACCELKIT_LEDGER": str(tmp_path / "ledger.json"),
-        },
+        env=ours_only(
+            {
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join([str(site.path), os.environ.get("PYTHONPATH", "")]),
+                "ACCELKIT_LEDGER": str(tmp_path / "ledger.json"),
+            }
+        ),
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
@@ -171,7 +176,7 @@ def test_an_exclusion_that_is_malformed_or_matches_nothing_is_said_where_devices
         [sys.executable, "-m", "accelkit.cli", verb[0], "--host", str(amd), *ledger, *verb[1:]],
         capture_output=True,
         text=True,
-        env={**os.environ, "ACCELKIT_EXCLUDE_DEVICES": "amd=3,amd:GPU-deadbeef"},
+        env=ours_only({**os.environ, "ACCELKIT_EXCLUDE_DEVICES": "amd=3,amd:GPU-deadbeef"}),
         timeout=60,
     )
     assert done.returncode == 0, done.stderr

@@ -316,6 +316,7 @@ def test_a_cluster_with_every_gpu_held_fails_and_says_who_holds_them(own_ledger:
     assert f"GPU 0,1,2,3,4,5,6,7 held by pid {run.pid}" in verb.stderr
 
 
+@pytest.mark.usefixtures("only_our_plugins")  # every line said is pinned
 def test_dask_worker_says_in_one_line_when_no_scheduler_answers(own_ledger: Path) -> None:
     with socket.create_server(("127.0.0.1", 0)) as closed:
         address = f"tcp://127.0.0.1:{closed.getsockname()[1]}"
@@ -333,6 +334,7 @@ def test_dask_worker_says_in_one_line_when_no_scheduler_answers(own_ledger: Path
     assert not own_ledger.exists() or holdings(own_ledger, snapshot("nvidia-h100-8gpu")) == []
 
 
+@pytest.mark.usefixtures("only_our_plugins")  # every line said is pinned
 def test_dask_worker_says_in_one_line_when_what_answers_is_not_a_scheduler() -> None:
     """The dashboard's port, say: an HTTP server answers distributed's handshake."""
     with socket.create_server(("127.0.0.1", 0)) as web:
@@ -361,6 +363,7 @@ def test_dask_worker_says_in_one_line_when_what_answers_is_not_a_scheduler() -> 
     ]
 
 
+@pytest.mark.usefixtures("only_our_plugins")  # every line said is pinned
 @pytest.mark.parametrize(
     ("options", "error"),
     [

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from kit_support import BROKEN, EXAMPLE, GUIDE, REPO, _load_simple_toml, install_fake
+from own_plugins import ours_only
 
 BLOCK = re.compile(
     r"<!-- (?P<kind>include|output|doctest|snippet): (?P<what>[^>]+?) -->\n"
@@ -50,12 +51,20 @@ def run_accelkit(
 def run_python(
     *args: str, path: tuple[Path, ...] = (), cwd: Path = REPO
 ) -> subprocess.CompletedProcess[str]:
+    """Python with ``path`` on its ``sys.path``, and the plugins of this repository and
+    ``path``: none the machine happens to have beside them (what the guide shows is what a
+    plugin author gets from these alone)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([*map(str, path), env.get("PYTHONPATH", "")])
     for variable in ("ACCELKIT_DISABLE_PLUGINS", "ACCELKIT_DISABLE_PLUGIN_AUTOLOAD"):
         env.pop(variable, None)
     return subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        env=ours_only(env),
+        cwd=cwd,
+        timeout=120,
     )
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from accelkit import registry
 from fake_dists import PLUGIN_VARS, FakeSite
+from own_plugins import ours_only
 
 NODES = Path(__file__).resolve().parents[2] / "examples" / "nodes"
 BUILTINS = ["nvidia", "amd", "intel", "neuron", "tpu", "gaudi", "ascend", "hints"]
@@ -19,7 +20,9 @@ BUILTINS = ["nvidia", "amd", "intel", "neuron", "tpu", "gaudi", "ascend", "hints
 def accelkit(
     *args: str, pythonpath: Path | None = None, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``accelkit ARGS`` with only the plugin variables given here."""
+    """Run ``accelkit ARGS`` with only the plugin variables given here, and the plugins of this
+    repository and ``pythonpath``: none the machine happens to have beside them (each test
+    pins the exit status, which one that fails to load makes 1)."""
     environ = {k: v for k, v in os.environ.items() if k not in PLUGIN_VARS}
     if pythonpath is not None:
         environ["PYTHONPATH"] = os.pathsep.join([str(pythonpath), environ.get("PYTHONPATH", "")])
@@ -27,7 +30,7 @@ def accelkit(
         [sys.executable, "-m", "accelkit.cli", *args],
         capture_output=True,
         text=True,
-        env={**environ, **env},
+        env=ours_only({**environ, **env}),
     )
 
 
