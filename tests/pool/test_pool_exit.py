@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pool_targets as targets
 import pytest
+from accelkit.errors import WorkerCrashed
 from accelkit.ledger._ledger import Ledger
 from accelkit.pool import _exit
 from accelkit.pool._pool import AcceleratorPool
@@ -140,7 +141,7 @@ def test_calls_started_once_the_exit_began_run_one_at_a_time_without_threads(
 
 
 INTERRUPTED = """
-import json, sys, time
+import json, signal, sys, time
 from pathlib import Path
 from accelkit import Node
 from accelkit.pool import AcceleratorPool
@@ -149,31 +150,48 @@ def mark(directory, i):
     Path(directory, f"started{i}").touch()
     time.sleep(30)  # until the terminal's SIGINT ends it
 
+def busy_main_thread(signum, frame):
+    # The main thread runs C code when Ctrl-C comes: it raises only once the pool has started
+    # the next call or cancelled it.
+    deadline = time.monotonic() + 60
+    while not (futures[1].running() or futures[1].done()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    raise KeyboardInterrupt
+
 if __name__ == "__main__":
-    ledger, node_file, directory = sys.argv[1:]
+    ledger, node_file, directory, main_thread = sys.argv[1:]
+    # As for a terminal's foreground job, also where the tests run with SIGINT ignored (started
+    # in the background): the workers then get the default, a KeyboardInterrupt, too.
+    busy = main_thread == "busy"
+    signal.signal(signal.SIGINT, busy_main_thread if busy else signal.default_int_handler)
     node = Node.from_dict(json.loads(Path(node_file).read_text()))
     with AcceleratorPool(node, ledger=ledger, max_workers=1) as pool:
         futures = [pool.submit(mark, directory, i, resources={"GPU": 8}) for i in range(4)]
+        Path(directory, "submitted").touch()
         futures[0].result()
 """
 
 
+@pytest.mark.parametrize("main_thread", ["waiting", "busy"])
 def test_ctrl_c_in_a_with_block_cancels_the_calls_not_started(
-    ledger: Ledger, node_files: dict[str, Path], tmp_path: Path
+    ledger: Ledger, node_files: dict[str, Path], tmp_path: Path, main_thread: str
 ) -> None:
-    """Ctrl-C reaches the script and its running worker (one process group); the with block
-    then cancels the queue. It started the queued calls one after another, as
-    ``concurrent.futures`` executors do, so Ctrl-C meant "run the rest"."""
+    """Ctrl-C reaches the script and its running worker (one process group); the calls not
+    started are cancelled. It started the queued calls one after another, as
+    ``concurrent.futures`` executors do, so Ctrl-C meant "run the rest". A main thread that
+    raises ``KeyboardInterrupt`` late (busy in C code) left the pool time to start the next
+    call on a fresh worker, which the signal never reached, so Ctrl-C waited for that call."""
     script = tmp_path / "interrupted.py"
     script.write_text(INTERRUPTED)
     node_file = str(node_files["nvidia-h100-8gpu"])
-    argv = [sys.executable, str(script), str(ledger.path), node_file, str(tmp_path)]
+    argv = [sys.executable, str(script), str(ledger.path), node_file, str(tmp_path), main_thread]
     process = subprocess.Popen(argv, start_new_session=True, stderr=subprocess.PIPE, text=True)
     try:
+        ready = [tmp_path / "started0", tmp_path / "submitted"]
         deadline = time.monotonic() + 60
-        while not (tmp_path / "started0").exists() and time.monotonic() < deadline:
+        while not all(p.exists() for p in ready) and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert (tmp_path / "started0").exists(), "the first call never started"
+        assert all(p.exists() for p in ready), f"not all of {ready} were written"
         os.killpg(process.pid, signal.SIGINT)  # what the terminal sends on Ctrl-C
         _, stderr = process.communicate(timeout=20)  # a queued call would sleep 30 s
     finally:
@@ -182,3 +200,23 @@ def test_ctrl_c_in_a_with_block_cancels_the_calls_not_started(
     assert process.returncode != 0 and "KeyboardInterrupt" in stderr
     assert sorted(p.name for p in tmp_path.glob("started*")) == ["started0"]
     assert json.loads(ledger.path.read_text())["grants"] == []
+
+
+@pytest.mark.parametrize("how", ["KeyboardInterrupt", "killed by SIGINT"])
+def test_a_worker_interrupted_by_sigint_cancels_the_calls_not_started(
+    ledger: Ledger, tmp_path: Path, how: str
+) -> None:
+    """The worker got Ctrl-C's SIGINT, in its call or outside it; the main thread (this test)
+    has not raised ``KeyboardInterrupt`` yet, and may not for long. The next call must not
+    start meanwhile: the signal never reaches its fresh worker."""
+    pool = AcceleratorPool(ledger.node, ledger=ledger, max_workers=1)
+    dies = how == "killed by SIGINT"
+    first = pool.submit(targets.interrupted, dies, resources={"GPU": 8})
+    marks = [str(tmp_path / f"started{i}") for i in range(2)]
+    queued = [pool.submit(targets.touch, mark, resources={"GPU": 8}) for mark in marks]
+    error = first.exception(timeout=60)  # not result(): it would raise KeyboardInterrupt here
+    assert isinstance(error, WorkerCrashed if dies else KeyboardInterrupt), repr(error)
+    assert [future.cancelled() for future in queued] == [True, True]  # before the first settled
+    pool.shutdown()
+    assert list(tmp_path.glob("started*")) == []
+    assert ledger.grants() == []

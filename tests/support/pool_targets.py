@@ -4,6 +4,7 @@ when a worker imported it, which the pool must have set before."""
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -55,6 +56,15 @@ def hold(gate: str, started: str) -> str:
     while not Path(gate).exists():
         time.sleep(0.01)
     return os.environ.get("CUDA_VISIBLE_DEVICES", "")
+
+
+def interrupted(dies: bool) -> None:
+    """Get SIGINT, as Ctrl-C sends it to the pool's whole process group: raise
+    ``KeyboardInterrupt``, or (``dies``) die of it, as a worker does outside the call's code. The
+    disposition is set here: a test run started in the background ignores SIGINT."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL if dies else signal.default_int_handler)
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(60)  # the signal ends it first
 
 
 def touch(path: str) -> None:

@@ -190,9 +190,7 @@ class AcceleratorPool(Executor):
         with self._condition:
             self._closing = True
             if cancel_futures:
-                for call in self._pending:
-                    call.future.cancel()
-                self._pending.clear()
+                self._cancel_pending()
             self._condition.notify_all()
             dispatcher = self._dispatcher
         if dispatcher is None:
@@ -215,8 +213,9 @@ class AcceleratorPool(Executor):
         The terminal's SIGINT reaches the workers too (one process group), so the calls running
         stop with it; the queue would then start call after call, each on a fresh grant, and
         Ctrl-C would mean "run the rest". ``concurrent.futures`` executors do that, but a user
-        who presses Ctrl-C asks for the work to stop. Another exception leaves the queue to
-        run, as there."""
+        who presses Ctrl-C asks for the work to stop. (A worker that the signal interrupts has
+        the pool cancel them at once, :meth:`_serve`; this covers a Ctrl-C while none ran.)
+        Another exception leaves the queue to run, as there."""
         interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
         self.shutdown(wait=True, cancel_futures=interrupted)
 
@@ -276,6 +275,12 @@ class AcceleratorPool(Executor):
             if self._closing:
                 return None
             self._condition.wait()
+
+    def _cancel_pending(self) -> None:
+        """Cancel every call not started; lock held."""
+        for call in self._pending:
+            call.future.cancel()
+        self._pending.clear()
 
     def _break(self, error: BaseException) -> None:
         """Fail every call not started with ``error`` as the cause; refuse calls from now on."""
@@ -377,13 +382,22 @@ class AcceleratorPool(Executor):
     def _serve(self, worker: WorkerProcess, call: _Call) -> None:
         """Run the call, keep or stop its worker, then settle the future. The future is settled
         whatever fails on the way: a thread that died here would lose the call's outcome, and
-        leave the call busy, so ``shutdown(wait=True)`` would wait for it forever."""
+        leave the call busy, so ``shutdown(wait=True)`` would wait for it forever.
+
+        A worker interrupted by SIGINT (Ctrl-C, which reaches the pool's process too) cancels
+        the calls not started before its slot is freed: the next call would otherwise start on
+        a fresh worker, which the signal never reached, before the pool's main thread gets to
+        raise ``KeyboardInterrupt`` (at once when it waits, but not while it runs C code), and
+        the with block's exit would then wait for that whole call."""
         result: Any = None
         error: Optional[BaseException] = None
         try:
             result = worker.call(call.payload, call.main, call.name)
         except BaseException as raised:
             error = raised
+        if worker.interrupted(error):
+            with self._condition:
+                self._cancel_pending()
         try:
             self._put_away(worker, stop=isinstance(error, WorkerCrashed))
         finally:

@@ -95,6 +95,14 @@ class WorkerProcess:
         error.__cause__ = RemoteTraceback(outcome[2])
         raise error
 
+    def interrupted(self, error: Optional[BaseException]) -> bool:
+        """Whether SIGINT ended this worker's call, which failed with ``error``: the call raised
+        ``KeyboardInterrupt``, or the worker died of the signal (it came outside the call's own
+        code, before the call began or after it returned)."""
+        if isinstance(error, WorkerCrashed):
+            return self.process.returncode == -signal.SIGINT
+        return isinstance(error, KeyboardInterrupt)
+
     def stop(self) -> None:
         """Let the worker exit (it ends when its socket closes); kill it if it lingers."""
         self._connection.close()
