@@ -9,6 +9,7 @@ import sys
 import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import wait as wait_for_futures
 from pathlib import Path
 from typing import Any
 
@@ -216,6 +217,34 @@ def test_cancelling_a_waiting_call_and_shutting_down_with_cancel_futures(
     pool.shutdown(wait=True)
     assert cancelled.cancelled() and dropped.cancelled()
     assert not (tmp_path / "cancelled").exists() and not (tmp_path / "dropped").exists()
+    assert ledger.grants() == []
+
+
+def test_concurrent_futures_wait_counts_the_cancelled_calls_done(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    """``concurrent.futures.wait`` and ``as_completed`` count a cancelled future as done once
+    its executor has said it will not run it (``set_running_or_notify_cancel``), as
+    ``ThreadPoolExecutor`` does when it reaches the call. The pool dropped cancelled calls
+    without a word (a call the user cancelled, those ``cancel_futures`` or an interrupted
+    worker cancel), so ``wait`` kept waiting for them until its timeout."""
+    pool = pool_of(ledger, max_workers=1)
+    gates = [tmp_path / f"gate{n}" for n in range(2)]
+    started = [tmp_path / f"started{n}" for n in range(2)]
+    pool.submit(targets.hold, str(gates[0]), str(started[0]), resources={"GPU": 1})
+    wait_for(started[0])
+    skipped, served = pool.submit(targets.add, 1), pool.submit(targets.add, 2)
+    assert skipped.cancel()
+    gates[0].touch()
+    assert served.result(timeout=60) == 2  # the pool passed the cancelled call on its way
+    assert wait_for_futures([skipped], timeout=0).not_done == set()
+    pool.submit(targets.hold, str(gates[1]), str(started[1]), resources={"GPU": 1})
+    wait_for(started[1])
+    dropped = pool.submit(targets.add, 3)
+    pool.shutdown(wait=False, cancel_futures=True)
+    assert wait_for_futures([dropped], timeout=60).not_done == set()
+    gates[1].touch()
+    pool.shutdown()
     assert ledger.grants() == []
 
 

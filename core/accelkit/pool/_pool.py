@@ -266,10 +266,12 @@ class AcceleratorPool(Executor):
             self._run(worker, call)
 
     def _next_call(self) -> Optional[_Call]:
-        """The first call still wanted (None: shut down and nothing left); lock held."""
+        """The first call still wanted (None: shut down and nothing left); lock held. Cancelled
+        calls are dropped, their waiters told: ``concurrent.futures.wait`` and ``as_completed``
+        count a cancelled future as done only once its executor has said it will not run it."""
         while True:
             while self._pending and self._pending[0].future.cancelled():
-                self._pending.popleft()
+                self._pending.popleft().future.set_running_or_notify_cancel()
             if self._pending:
                 return self._pending[0]
             if self._closing:
@@ -277,10 +279,10 @@ class AcceleratorPool(Executor):
             self._condition.wait()
 
     def _cancel_pending(self) -> None:
-        """Cancel every call not started; lock held."""
+        """Cancel every call not started; lock held. They stay queued for the dispatcher to
+        drop (:meth:`_next_call`): it may be starting the first, which it alone takes off."""
         for call in self._pending:
             call.future.cancel()
-        self._pending.clear()
 
     def _break(self, error: BaseException) -> None:
         """Fail every call not started with ``error`` as the cause; refuse calls from now on."""
