@@ -313,6 +313,41 @@ def test_a_main_script_that_fails_in_the_worker_fails_the_call_saying_why(
     assert last == "3"
 
 
+INTERRUPTED_MAIN = """
+import json, sys
+from pathlib import Path
+from accelkit import Node
+from accelkit.pool import AcceleratorPool
+
+if __name__ == "__mp_main__":  # Ctrl-C while a worker imports this script
+    raise KeyboardInterrupt
+
+def task(x):
+    return x
+
+if __name__ == "__main__":
+    node = Node.from_dict(json.loads(Path(sys.argv[2]).read_text()))
+    pool = AcceleratorPool(node, ledger=sys.argv[1], max_workers=1)
+    futures = [pool.submit(task, n, max_calls=0) for n in range(3)]
+    print(json.dumps([type(futures[0].exception()).__name__, [f.cancelled() for f in futures]]))
+    pool.shutdown()
+"""
+
+
+def test_ctrl_c_while_a_worker_imports_the_main_script_stops_the_queue(
+    ledger: Ledger, node_files: dict[str, Path], tmp_path: Path
+) -> None:
+    """The worker dies of the signal, as it would outside a call, and its pool cancels the calls
+    not started. It took the interruption for the script's failure to import, and a reused
+    worker failed every later call saying so."""
+    script = tmp_path / "job.py"
+    script.write_text(INTERRUPTED_MAIN)
+    argv = [sys.executable, str(script), str(ledger.path), str(node_files["nvidia-h100-8gpu"])]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == ["WorkerCrashed", [False, True, True]]
+
+
 def test_a_worker_whose_pool_ended_before_it_started_exits_at_once() -> None:
     """The pool may die between starting a worker and the worker asking for the parent-death
     signal: the worker then finds another parent, and ends before serving anything."""

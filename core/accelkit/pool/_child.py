@@ -131,13 +131,18 @@ def _import_main(main: tuple[str, str]) -> Optional[bytes]:
     """Import the caller's ``__main__`` as ``__mp_main__`` and let ``__main__`` name it too, as
     ``multiprocessing`` does: by module name after ``python -m pkg.mod`` (so its relative
     imports work), else by path. None once imported; else the answer to every call that refers
-    to it, an error saying that the import failed and why (its top level raised, or exited)."""
+    to it, an error saying that the import failed and why (its top level raised, or exited).
+    Ctrl-C while it imports is no failure of the script: the worker dies of the signal, as it
+    would outside a call, so its pool stops the queue (remembered, it failed every later call
+    of a reused worker, saying the script could not be imported)."""
     how, where = main
     try:
         if how == "name":
             content = runpy.run_module(where, run_name=MAIN_ALIAS, alter_sys=True)
         else:
             content = runpy.run_path(where, run_name=MAIN_ALIAS)
+    except KeyboardInterrupt:
+        raise
     except BaseException as error:
         script = f"python -m {where}" if how == "name" else where
         failure = RuntimeError(
