@@ -58,7 +58,8 @@ def cuda_ids(value: Optional[str]) -> Optional[list[str]]:
         return None
     tokens = value.split(",")
     uuids = tokens[0].startswith(UUID_WORDS)
-    read: list[tuple[str, str]] = []  # (the token as written, its id)
+    named = _Named()
+    ids: list[str] = []
     for token in tokens:
         if uuids and _uuid_digits(token):
             cuda_id: Optional[str] = token
@@ -68,9 +69,9 @@ def cuda_ids(value: Optional[str]) -> Optional[list[str]]:
             cuda_id = _ordinal(token)
         if cuda_id is None:
             break
-        _refuse_a_second_naming(token, cuda_id, read)
-        read.append((token, cuda_id))
-    return [cuda_id for _, cuda_id in read]
+        named.refuse_a_second_naming(token, cuda_id)
+        ids.append(cuda_id)
+    return ids
 
 
 def names_uuid(token: str, uuid: Optional[str]) -> bool:
@@ -118,21 +119,41 @@ def _uuid_digits(text: str) -> Optional[str]:
     return digits
 
 
-def _refuse_a_second_naming(token: str, cuda_id: str, earlier: list[tuple[str, str]]) -> None:
-    """``ValueError`` where ``cuda_id`` names a GPU an earlier id names: the same ordinal, or
-    UUID digits where one id's begin the other's (both name one GPU, or the list ends before
-    the second: see the module)."""
-    digits = _uuid_digits(cuda_id)
-    for earlier_token, earlier_id in earlier:
-        other = _uuid_digits(earlier_id)
-        if digits is None or other is None:
-            twice = cuda_id == earlier_id
-        else:
-            twice = digits.startswith(other) or other.startswith(digits)
-        if twice:
-            named = f"GPU {cuda_id}" if digits is None else "the same GPU"
+class _Named:
+    """The GPUs a list has named so far, to refuse a second naming in one step per token (a
+    value may hold any number of tokens): ordinals by value, UUIDs by their digits and each
+    prefix of them (a UUID and its prefix name one GPU)."""
+
+    def __init__(self) -> None:
+        """Nothing named yet."""
+        self.ordinals: dict[str, str] = {}  # ordinal -> the token that named it
+        self.uuids: dict[str, str] = {}  # UUID digits -> the token
+        self.uuid_prefixes: dict[str, str] = {}  # every prefix of those digits -> the token
+
+    def refuse_a_second_naming(self, token: str, cuda_id: str) -> None:
+        """``ValueError`` where ``cuda_id`` names a GPU an earlier token names: the same
+        ordinal, or UUID digits where one's begin the other's (both name one GPU, or the list
+        ends before the second: see the module); else remember it."""
+        digits = _uuid_digits(cuda_id)
+        if digits is None:
+            self._refuse(self.ordinals.get(cuda_id), token, f"GPU {cuda_id}")
+            self.ordinals[cuda_id] = token
+            return
+        earlier = self.uuid_prefixes.get(digits)  # this one begins an earlier one
+        for length in range(1, len(digits) + 1):  # an earlier one begins this one
+            if earlier is None:
+                earlier = self.uuids.get(digits[:length])
+        self._refuse(earlier, token, "the same GPU")
+        self.uuids[digits] = token
+        for length in range(1, len(digits) + 1):
+            self.uuid_prefixes.setdefault(digits[:length], token)
+
+    @staticmethod
+    def _refuse(earlier: Optional[str], token: str, named: str) -> None:
+        """``ValueError`` naming both tokens, where an ``earlier`` one named the GPU."""
+        if earlier is not None:
             raise ValueError(
-                f"{named} is named twice ({earlier_token!r} and {token!r}); CUDA then fails to "
+                f"{named} is named twice ({earlier!r} and {token!r}); CUDA then fails to "
                 "initialise (CUDA_ERROR_INVALID_DEVICE) and the process sees no GPU: name each "
                 "GPU once"
             )

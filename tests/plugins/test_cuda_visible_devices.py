@@ -185,6 +185,16 @@ def test_a_gpu_named_twice_is_refused_as_cuda_refuses_it(value: str, named: str)
     )
 
 
+def test_a_list_of_any_length_is_read_in_one_step_per_token() -> None:
+    """Every token is checked against those before it by lookups, not by comparing pairs: a
+    list of 50,000 tokens took minutes when each was compared with every earlier one."""
+    ordinals = ",".join(str(n) for n in range(50_000))
+    uuids = ",".join(f"GPU-{n:08x}" for n in range(50_000))
+    for value in (ordinals, uuids):
+        read = NvidiaManager().read_visible({"CUDA_VISIBLE_DEVICES": value})
+        assert read == value.split(",")
+
+
 def test_uuids_that_name_different_gpus_are_no_repeat() -> None:
     assert NvidiaManager().read_visible({"CUDA_VISIBLE_DEVICES": "GPU-ab,GPU-ac"}) == [
         "GPU-ab",
