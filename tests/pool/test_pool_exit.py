@@ -220,3 +220,20 @@ def test_a_worker_interrupted_by_sigint_cancels_the_calls_not_started(
     pool.shutdown()
     assert list(tmp_path.glob("started*")) == []
     assert ledger.grants() == []
+
+
+def test_a_cancelled_calls_done_callback_may_shut_the_pool_down(ledger: Ledger) -> None:
+    """A worker interrupted by SIGINT cancels the calls not started; cancelling runs their
+    done-callbacks, which may call the pool (``shutdown(wait=True)`` here). They ran under the
+    pool's lock: the callback waited for the dispatcher, which waited for the lock, and neither
+    the interrupted call nor any later shutdown ever finished (the re-review found it)."""
+    pool = AcceleratorPool(ledger.node, ledger=ledger, max_workers=1)
+    first = pool.submit(targets.interrupted, False, resources={"GPU": 8})
+    queued = pool.submit(targets.add, 1, resources={"GPU": 8})
+    queued.add_done_callback(lambda _: pool.shutdown(wait=True))
+    assert isinstance(first.exception(timeout=30), KeyboardInterrupt)
+    assert queued.cancelled()
+    closing = threading.Thread(target=pool.shutdown, daemon=True)
+    closing.start()
+    closing.join(30)
+    assert not closing.is_alive(), "shutdown hangs"

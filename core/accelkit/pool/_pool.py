@@ -21,7 +21,7 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import BrokenExecutor, Executor, Future
+from concurrent.futures import Executor, Future
 from concurrent.futures import wait as wait_for_futures
 from dataclasses import dataclass
 from types import TracebackType
@@ -32,6 +32,7 @@ from accelkit.ledger._holder import Holder
 from accelkit.ledger._identity import fingerprint
 from accelkit.ledger._ledger import Ledger
 from accelkit.pool import _exit
+from accelkit.pool._futures import broken_pool, results_in_order
 from accelkit.pool._payload import pickled_call
 from accelkit.pool._process import WorkerProcess
 from accelkit.schedule._request import request_key, validate_request
@@ -55,6 +56,8 @@ class _Call:
     name: str
     request: dict[str, object]
     key: Any
+    cancelling: bool = False
+    """Held back, to be cancelled once the pool's lock is released (:meth:`_hold_back`)."""
 
 
 class AcceleratorPool(Executor):
@@ -147,7 +150,7 @@ class AcceleratorPool(Executor):
         call = _Call(future, payload, main, name, request, key)
         with self._condition:
             if self._broken is not None:
-                raise _broken_pool(self._broken)
+                raise broken_pool(self._broken)
             if self._closing:
                 raise RuntimeError("cannot schedule new calls after shutdown")
             if self._dispatcher is None:
@@ -177,7 +180,7 @@ class AcceleratorPool(Executor):
             self.submit(fn, *args, resources=resources, max_calls=max_calls)
             for args in zip(*iterables)
         )
-        return _results_in_order(futures, deadline)
+        return results_in_order(futures, deadline)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """No more calls; with ``cancel_futures`` drop those not started; with ``wait`` return
@@ -189,10 +192,10 @@ class AcceleratorPool(Executor):
         could be waiting for this one)."""
         with self._condition:
             self._closing = True
-            if cancel_futures:
-                self._cancel_pending()
+            held = self._hold_back() if cancel_futures else []
             self._condition.notify_all()
             dispatcher = self._dispatcher
+        self._cancel(held)
         if dispatcher is None:
             return
         if wait:
@@ -272,17 +275,29 @@ class AcceleratorPool(Executor):
         while True:
             while self._pending and self._pending[0].future.cancelled():
                 self._pending.popleft().future.set_running_or_notify_cancel()
-            if self._pending:
+            if self._pending and not self._pending[0].cancelling:
                 return self._pending[0]
-            if self._closing:
+            if self._closing and not self._pending:
                 return None
             self._condition.wait()
 
-    def _cancel_pending(self) -> None:
-        """Cancel every call not started; lock held. They stay queued for the dispatcher to
-        drop (:meth:`_next_call`): it may be starting the first, which it alone takes off."""
+    def _hold_back(self) -> list[_Call]:
+        """Mark the calls not started, for :meth:`_cancel`; lock held. The dispatcher starts
+        none of them meanwhile: the lock is released first, because ``Future.cancel`` runs
+        done-callbacks, which may call the pool (``shutdown``)."""
         for call in self._pending:
+            call.cancelling = True
+        return list(self._pending)
+
+    def _cancel(self, held: list[_Call]) -> None:
+        """Cancel the calls :meth:`_hold_back` marked, then let the dispatcher drop them (it
+        alone takes calls off the queue: it may be starting the first)."""
+        if not held:
+            return
+        for call in held:
             call.future.cancel()
+        with self._condition:
+            self._condition.notify_all()
 
     def _break(self, error: BaseException) -> None:
         """Fail every call not started with ``error`` as the cause; refuse calls from now on."""
@@ -291,7 +306,7 @@ class AcceleratorPool(Executor):
             pending, self._pending = self._pending, deque()
         for call in pending:
             if call.future.set_running_or_notify_cancel():
-                call.future.set_exception(_broken_pool(error))
+                call.future.set_exception(broken_pool(error))
 
     def _wind_down(self) -> None:
         """Wait for the running calls, then stop the workers they leave idle (their grants go
@@ -386,8 +401,9 @@ class AcceleratorPool(Executor):
         whatever fails on the way: a thread that died here would lose the call's outcome, and
         leave the call busy, so ``shutdown(wait=True)`` would wait for it forever.
 
-        A worker interrupted by SIGINT (Ctrl-C, which reaches the pool's process too) cancels
-        the calls not started before its slot is freed: the next call would otherwise start on
+        A worker interrupted by SIGINT (Ctrl-C, which reaches the pool's process too) holds
+        back the calls not started before its slot is freed, and cancels them once this call is
+        settled: the next call would otherwise start on
         a fresh worker, which the signal never reached, before the pool's main thread gets to
         raise ``KeyboardInterrupt`` (at once when it waits, but not while it runs C code), and
         the with block's exit would then wait for that whole call."""
@@ -397,13 +413,15 @@ class AcceleratorPool(Executor):
             result = worker.call(call.payload, call.main, call.name)
         except BaseException as raised:
             error = raised
+        held: list[_Call] = []
         if worker.interrupted(error):
             with self._condition:
-                self._cancel_pending()
+                held = self._hold_back()
         try:
             self._put_away(worker, stop=isinstance(error, WorkerCrashed))
         finally:
             self._settle(call, result=result, error=error)
+            self._cancel(held)  # once this call is done: a callback may wait for it (shutdown)
 
     def _put_away(self, worker: WorkerProcess, *, stop: bool) -> None:
         """Keep a worker for more calls, or stop it (when asked to, once it has served
@@ -463,31 +481,6 @@ class AcceleratorPool(Executor):
             )
         with self._condition:
             self._condition.notify_all()
-
-
-def _results_in_order(futures: deque[Future[T]], deadline: Optional[float]) -> Iterator[T]:
-    """Each future's result in turn, waiting until ``deadline`` at most; the futures not yet
-    returned are cancelled when a result raises (a ``TimeoutError`` included) or the caller
-    stops early (the generator closed)."""
-    try:
-        while futures:
-            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            result = futures[0].result(left)
-            futures.popleft()
-            yield result
-    finally:
-        for future in futures:
-            future.cancel()
-
-
-def _broken_pool(cause: BaseException) -> BrokenExecutor:
-    """The error of a call that a pool whose dispatcher failed (with ``cause``) cannot start."""
-    error = BrokenExecutor(
-        f"the pool's dispatcher failed ({type(cause).__name__}: {cause}), so the pool starts "
-        "no more calls"
-    )
-    error.__cause__ = cause
-    return error
 
 
 def _warn_not_stopped(worker: WorkerProcess, error: BaseException) -> None:
