@@ -4,6 +4,7 @@ plugin: NVIDIA and AMD then make no devices from it, and a node with both is an 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Optional
 
@@ -219,3 +220,43 @@ def test_a_family_s_own_variable_still_names_its_logical_devices(tmp_path: Path)
     ):
         node = accelkit.detect_node(host(tmp_path, env=env), registry=plugins_with(MetaxManager()))
         assert [(d.family, d.id, d.source) for d in node.devices] == [("amd", "1", "env")]
+
+
+def test_a_variable_is_claimed_only_by_the_family_whose_reading_comes_from_it(
+    tmp_path: Path,
+) -> None:
+    """``ROCR_VISIBLE_DEVICES=""`` makes AMD's reading empty; ``HIP_VISIBLE_DEVICES``, which AMD
+    reads too, is still a DCU family's own to name logical devices with (the re-review found it
+    claimed by AMD's empty reading)."""
+    env = {"ROCR_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "0,1"}
+    node = accelkit.detect_node(host(tmp_path, env=env), registry=plugins_with(HygonManager()))
+    assert [(d.family, d.id, d.source) for d in node.devices] == [
+        ("hygon", "0", "env"),
+        ("hygon", "1", "env"),
+    ]
+
+
+class FallbackDcuManager(HygonManager):
+    """DCUs whose runtime reads ``HIP_VISIBLE_DEVICES``, else ``CUDA_VISIBLE_DEVICES``."""
+
+    env_vars_read = ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+
+    def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
+        value = env.get("HIP_VISIBLE_DEVICES") or env.get("CUDA_VISIBLE_DEVICES")
+        return None if value is None else value.split(",")
+
+
+def test_a_variable_naming_one_familys_logical_devices_names_no_other_familys(
+    tmp_path: Path,
+) -> None:
+    node = accelkit.detect_node(
+        host(tmp_path, env={"CUDA_VISIBLE_DEVICES": "0,1"}),
+        registry=plugins_with(FallbackDcuManager()),
+    )
+    assert [(d.family, d.id) for d in node.devices] == [("nvidia", "0"), ("nvidia", "1")]
+    notes = [d.message for d in node.diagnostics if d.family == "hygon"]
+    assert (
+        "CUDA_VISIBLE_DEVICES='0,1' is set but no hygon device was detected, and "
+        "CUDA_VISIBLE_DEVICES was read first by the nvidia family, whose logical devices it "
+        "names: creating no devices from it"
+    ) in notes, notes

@@ -60,7 +60,8 @@ def step_read_visibility(state: Detection) -> None:
     provided = {f.manager.resource_name for f in state.families if f.devices}
     claimed = {f.manager.visible_devices_env_var for f in state.families if f.devices}
     claimed.discard(None)  # a family without a primary variable claims none
-    read_first: dict[str, str] = {}  # a variable -> the family without devices that read it first
+    read_first: dict[str, tuple[str, bool]] = {}  # a variable a family without devices read
+    # first -> that family, and whether it made logical devices of it
     for family in state.families:
         with state.noting(family):
             _note_markers_among_ids(family.manager, family.host.env)
@@ -95,7 +96,10 @@ def step_restrict(state: Detection) -> None:
 
 
 def _read_visibility(
-    family: Family, provided: set[str], claimed: set[Optional[str]], read_first: dict[str, str]
+    family: Family,
+    provided: set[str],
+    claimed: set[Optional[str]],
+    read_first: dict[str, tuple[str, bool]],
 ) -> None:
     """The family's visibility tokens and restriction; logical devices when none was detected,
     unless another family already provides its resource, has devices named by its variable, or
@@ -129,8 +133,7 @@ def _read_visibility(
         return
     variables = [name for name in variables_read(manager) if name in env]
     if not tokens:  # nothing visible, and no other family's to make devices of either
-        for name in variables:
-            read_first.setdefault(name, manager.name)
+        _claim(manager, env, variables, read_first, made_devices=False)
         return
     if manager.resource_name in provided:
         note(
@@ -145,40 +148,53 @@ def _read_visibility(
             "no devices from it"
         )
         return
-    first = _read_first_by_another(manager, env, variables, read_first)
+    first = next((n for n in variables if n in read_first and _comes_from(manager, env, n)), None)
     if first is not None:
+        owner, made_devices = read_first[first]
+        what = (
+            "whose logical devices it names"
+            if made_devices
+            else "for which it makes nothing visible"
+        )
         note(
             f"{family.restriction} is set but no {manager.name} device was detected, and "
-            f"{first} was read first by the {read_first[first]} family, for which it makes "
-            "nothing visible: creating no devices from it"
+            f"{first} was read first by the {owner} family, {what}: creating no devices from it"
         )
         return
-    for name in variables:
-        read_first.setdefault(name, manager.name)
+    _claim(manager, env, variables, read_first, made_devices=True)
     family.devices = logical(manager, dict.fromkeys(tokens), "env")
     note(f"no device detected; {len(family.devices)} logical device(s) from {family.restriction}")
 
 
-def _read_first_by_another(
+def _claim(
     manager: AcceleratorManager,
     env: Mapping[str, str],
     variables: Sequence[str],
-    read_first: Mapping[str, str],
-) -> Optional[str]:
-    """The variable an earlier family without devices read first that the family's reading
-    comes from (it reads otherwise without it), or None: HIP reads ``CUDA_VISIBLE_DEVICES``
-    only where ``HIP_VISIBLE_DEVICES`` is unset, so a HIP list is AMD's whatever CUDA's says."""
+    read_first: dict[str, tuple[str, bool]],
+    *,
+    made_devices: bool,
+) -> None:
+    """Note the family as the first reader of each variable its reading comes from (only those:
+    ``ROCR_VISIBLE_DEVICES=""`` hides AMD's GPUs, and leaves ``HIP_VISIBLE_DEVICES`` to a family
+    whose own variable it is)."""
     for name in variables:
-        if name not in read_first:
-            continue
-        without = {key: value for key, value in env.items() if key != name}
-        try:
-            comes_from_it = manager.read_visible(without) != manager.read_visible(env)
-        except ValueError:
-            comes_from_it = True
-        if comes_from_it:
-            return name
-    return None
+        if name not in read_first and _comes_from(manager, env, name):
+            read_first[name] = (manager.name, made_devices)
+
+
+def _comes_from(manager: AcceleratorManager, env: Mapping[str, str], name: str) -> bool:
+    """Whether the family's reading of ``env`` changes without ``name`` (HIP reads
+    ``CUDA_VISIBLE_DEVICES`` only where ``HIP_VISIBLE_DEVICES`` is unset)."""
+    without = {key: value for key, value in env.items() if key != name}
+    return _reading(manager, without) != _reading(manager, env)
+
+
+def _reading(manager: AcceleratorManager, env: Mapping[str, str]) -> object:
+    """The family's reading of ``env``, or the refusal it raises, to compare two readings."""
+    try:
+        return manager.read_visible(env)
+    except ValueError as refused:
+        return f"refused: {refused}"
 
 
 def _distinct(manager: AcceleratorManager, env: Mapping[str, str], tokens: list[str]) -> list[str]:
