@@ -94,7 +94,8 @@ class NvidiaManager(AcceleratorManager):
 
     def matches(self, token: str, device: Device) -> bool:
         """An ordinal names a whole GPU (never a MIG instance); a UUID may be a prefix, in any
-        case (the core takes a prefix that names two devices as naming none, as CUDA does)."""
+        case (the core takes a prefix that names two devices as naming none, as CUDA does). A
+        MIG instance is named by ``MIG-`` only: ``GPU-`` with its digits was not measured."""
         if is_index(token):
             return device.parent is None and device.index == int(token)
         return token == device.id or names_uuid(token, device.uuid)

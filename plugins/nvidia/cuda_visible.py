@@ -29,7 +29,9 @@ detected devices, so node detection applies it (``accelkit.node``), with this pl
 Where this reading differs from the driver's, it offers less, never a GPU a process might not
 see: a device named twice after a token that names no device (``"0,1,0"`` on one GPU, where the
 driver stops at ``1`` and shows GPU 0) is refused all the same, because which tokens name devices
-is known only after detection.
+is known only after detection. Not measured (MIG was off on both machines): a MIG instance is
+named by a ``MIG-`` UUID only (:func:`names_uuid`), and ``MIG-GPU-<uuid>/<gi>/<ci>``, the
+instance ids of drivers before R470, is read as an id taken whole.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ __all__ = ["cuda_ids", "names_uuid"]
 
 ORDINAL = r"(?a)[ \t\n\v\f\r]*([+-]?)([0-9]+)"  # strtoul's prefix; the rest ignored
 UUID_WORDS = ("GPU-", "MIG-")
+LEGACY_MIG = r"(?a)MIG-GPU-[0-9a-fA-F-]+/[0-9]+/[0-9]+"
+"""A MIG instance as drivers before R470 named it (its GPU's UUID, GPU and compute instance):
+not measured, as no such driver was at hand; an id of a device by that name, taken whole."""
 HEX_DIGITS = "0123456789abcdefABCDEF"
 UUID_DIGITS = 32
 ULONG_MAX = 2**64 - 1
@@ -61,7 +66,7 @@ def cuda_ids(value: Optional[str]) -> Optional[list[str]]:
     named = _Named()
     ids: list[str] = []
     for token in tokens:
-        if uuids and _uuid_digits(token):
+        if uuids and (_uuid_digits(token) or re.fullmatch(LEGACY_MIG, token)):
             cuda_id: Optional[str] = token
         elif uuids:
             cuda_id = None
@@ -75,8 +80,14 @@ def cuda_ids(value: Optional[str]) -> Optional[list[str]]:
 
 
 def names_uuid(token: str, uuid: Optional[str]) -> bool:
-    """Whether the UUID token names the device with ``uuid``: its digits begin the UUID's."""
-    digits = _uuid_digits(token)
+    """Whether the UUID token names the device with ``uuid``: its digits begin the UUID's. The
+    word in any case: an operator's ``ACCELKIT_EXCLUDE_DEVICES`` may write ``gpu-...``, and a
+    list of CUDA's never holds one (:func:`cuda_ids` ends there). A MIG instance's UUID is named
+    by a ``MIG-`` token only: ``GPU-`` with its digits was not measured."""
+    word = token[: len("GPU-")].upper()
+    if word == "GPU-" and uuid is not None and uuid.startswith("MIG-"):
+        return False
+    digits = _uuid_digits(word + token[len("GPU-") :])
     own = _uuid_digits(uuid or "")
     return digits is not None and own is not None and own.startswith(digits)
 
@@ -87,7 +98,8 @@ def _ordinal(token: str) -> Optional[str]:
     if match is None:
         return None
     sign, digits = match.groups()
-    if len(digits.lstrip("0")) > len(str(ULONG_MAX)):  # past 64 bits; int() needs no such size
+    digits = digits.lstrip("0") or "0"  # as many zeros as it likes: int() takes 4300 digits
+    if len(digits) > len(str(ULONG_MAX)):  # past 64 bits
         return None
     magnitude = int(digits)
     if magnitude > ULONG_MAX:

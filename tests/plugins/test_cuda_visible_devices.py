@@ -155,7 +155,8 @@ def test_a_grant_on_that_node_writes_an_id_cuda_reads_as_the_gpu(
         ("GPU-f40d497e ", []),
         ("GPU-", []),
         ("GPU---", []),
-        ("MIG-GPU-f40d497e/0/0", []),
+        ("MIG-GPU-f40d497e/0/0", ["MIG-GPU-f40d497e/0/0"]),  # before R470: an id taken whole
+        ("MIG-GPU-f40d497e", []),
     ],
 )
 def test_tokens_are_read_as_cuda_reads_them(value: str, ids: list[str]) -> None:
@@ -220,10 +221,20 @@ def test_uuid_digits_are_compared_as_the_driver_compares_them(token: str) -> Non
     assert NvidiaManager().matches(token, gpu)
 
 
-@pytest.mark.parametrize("token", ["GPU-409195b1", "GPU-", "GPU-409195b0 ", "gpu-409195b0"])
+@pytest.mark.parametrize("token", ["GPU-409195b1", "GPU-", "GPU-409195b0 ", "GPU-409195b0z"])
 def test_other_tokens_name_no_gpu(token: str) -> None:
     gpu = detected(None, "h200").devices[0]
     assert not NvidiaManager().matches(token, gpu)
+
+
+def test_an_operators_exclusion_names_a_uuid_in_any_case() -> None:
+    """``gpu-...`` is no UUID in a list of CUDA's, but an operator who writes one in
+    ``ACCELKIT_EXCLUDE_DEVICES`` means the GPU: the exclusion held before the reading was
+    measured, and must not fail open (the re-review found it did)."""
+    env = {"ACCELKIT_EXCLUDE_DEVICES": "nvidia:gpu-409195b0-0254-0c08-ec13-532726f0a676"}
+    builtins = accelkit.Registry(autoload=False)
+    node = accelkit.detect_node(load_snapshot(MACHINES["h200"][0], env=env), registry=builtins)
+    assert node.devices == []
 
 
 def test_a_token_that_names_no_gpu_ends_the_list_with_a_warning() -> None:
@@ -294,7 +305,7 @@ def test_any_spelling_of_a_uuids_first_digits_names_it(
 ) -> None:
     """Dashes anywhere, either case, either word, any number of the first digits: the driver's
     reading, as measured on the H200; a character that is neither, before the 32nd digit,
-    names nothing."""
+    names nothing. The word in lower case is no UUID to CUDA, only to an operator."""
     device_uuid = f"GPU-{uuid}"
     spelled = "".join(
         ("-" if dash else "") + (char.upper() if capital else char)
@@ -304,4 +315,19 @@ def test_any_spelling_of_a_uuids_first_digits_names_it(
     if digits < 32:
         assert not names_uuid(word + spelled + " ", device_uuid)
         assert not names_uuid(word + spelled + "z", device_uuid)
-    assert not names_uuid(word.lower() + spelled, device_uuid)
+    assert names_uuid(word.lower() + spelled, device_uuid)  # an operator's spelling too
+    assert NvidiaManager().read_visible({"CUDA_VISIBLE_DEVICES": word.lower() + spelled}) == []
+
+
+def test_an_ordinal_may_have_any_number_of_leading_zeros() -> None:
+    """``strtoul`` reads them all; Python's ``int()`` refuses more than 4300 digits."""
+    assert NvidiaManager().read_visible({"CUDA_VISIBLE_DEVICES": "0" * 5000 + "1"}) == ["1"]
+
+
+def test_a_gpu_uuid_word_names_no_mig_instance() -> None:
+    """Measured with MIG off only: ``MIG-`` with a GPU's digits names the GPU; ``GPU-`` with an
+    instance's digits is not known to name the instance, so it names none here."""
+    gpu = detected(None, "h200").devices[0]
+    instance = gpu.replace(id="MIG-409195b0", uuid="MIG-aaaa1111-2222", parent="0")
+    assert NvidiaManager().matches("MIG-aaaa1111", instance)
+    assert not NvidiaManager().matches("GPU-aaaa1111", instance)
