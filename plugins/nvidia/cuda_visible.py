@@ -54,7 +54,7 @@ ULONG_MAX = 2**64 - 1
 
 def cuda_ids(value: Optional[str]) -> Optional[list[str]]:
     """The ids CUDA shows for ``value``: ordinals in plain decimal (``"+0"`` -> ``"0"``), UUIDs
-    as written.
+    as written up to the 32nd digit.
 
     None (unset) stays None. ``ValueError`` when a device is named twice: CUDA then refuses to
     start, so the caller reports the value and shows nothing.
@@ -66,8 +66,10 @@ def cuda_ids(value: Optional[str]) -> Optional[list[str]]:
     named = _Named()
     ids: list[str] = []
     for token in tokens:
-        if uuids and (_uuid_digits(token) or re.fullmatch(LEGACY_MIG, token)):
-            cuda_id: Optional[str] = token
+        if uuids and _uuid_digits(token):
+            cuda_id: Optional[str] = _read_part(token)
+        elif uuids and re.fullmatch(LEGACY_MIG, token):
+            cuda_id = token
         elif uuids:
             cuda_id = None
         else:
@@ -129,6 +131,18 @@ def _uuid_digits(text: str) -> Optional[str]:
     if not digits:
         return None
     return digits
+
+
+def _read_part(token: str) -> str:
+    """The UUID token up to its 32nd digit, the part CUDA reads (``GPU-<uuid> x`` is
+    ``GPU-<uuid>``): an id that can be written back. A shorter token, as written."""
+    digits = 0
+    for position, char in enumerate(token[len("GPU-") :], start=len("GPU-")):
+        if char in HEX_DIGITS:
+            digits += 1
+        if digits == UUID_DIGITS:
+            return token[: position + 1]
+    return token
 
 
 class _Named:

@@ -99,7 +99,8 @@ def test_a_grant_on_that_node_writes_an_id_cuda_reads_as_the_gpu(
     assert grant is not None
     written = grant.env()["CUDA_VISIBLE_DEVICES"]
     uuid = MACHINES[machine][1]["gpu_uuid"]
-    assert written == "0" or written == (value or "").split(",")[0]
+    first = (value or "").split(",")[0]
+    assert written == "0" or written == first[: len(written)]
     assert [d.uuid for d in detected(written, machine).devices] == [uuid]
 
 
@@ -136,13 +137,15 @@ def test_a_grant_on_that_node_writes_an_id_cuda_reads_as_the_gpu(
         ("GPU-f40d497e,0,GPU-ab", ["GPU-f40d497e"]),  # and one of UUIDs at an ordinal
         ("GPU-f40d497e,MIG-ab", ["GPU-f40d497e", "MIG-ab"]),  # either word, in one list
         ("GPU-f40d497e,MIG-zz,GPU-ab", ["GPU-f40d497e"]),  # ends at a token CUDA cannot use
-        (
-            "GPU-f40d497e-eb82-687e-eed4-f1e8e1b7361az",
-            ["GPU-f40d497e-eb82-687e-eed4-f1e8e1b7361az"],
-        ),
+        # read up to the 32nd digit, which is the id kept: one that can be written back
+        ("GPU-f40d497e-eb82-687e-eed4-f1e8e1b7361az", ["GPU-f40d497e-eb82-687e-eed4-f1e8e1b7361a"]),
         (
             "GPU-f40d497e-eb82-687e-eed4-f1e8e1b7361a/0/0",
-            ["GPU-f40d497e-eb82-687e-eed4-f1e8e1b7361a/0/0"],
+            ["GPU-f40d497e-eb82-687e-eed4-f1e8e1b7361a"],
+        ),
+        (
+            "GPU-f40d497e-eb82-687e-eed4-f1e8e1b7361a x",
+            ["GPU-f40d497e-eb82-687e-eed4-f1e8e1b7361a"],
         ),
         ("GPU-f40d497ez", []),  # not past 32 digits: the token names nothing
         ("MIG-ab,MIG-cd", ["MIG-ab", "MIG-cd"]),
@@ -331,3 +334,14 @@ def test_a_gpu_uuid_word_names_no_mig_instance() -> None:
     instance = gpu.replace(id="MIG-409195b0", uuid="MIG-aaaa1111-2222", parent="0")
     assert NvidiaManager().matches("MIG-aaaa1111", instance)
     assert not NvidiaManager().matches("GPU-aaaa1111", instance)
+
+
+def test_a_uuid_with_more_after_its_32nd_digit_is_the_gpu_and_a_grant_writes_its_uuid() -> None:
+    """CUDA reads no further than the 32nd digit (measured: ``GPU-<uuid>z``, ``GPU-<uuid>/0/0``),
+    so white space there too names the GPU; kept as written, the id could not be written back,
+    and the value was refused (an error, nothing visible)."""
+    uuid = MACHINES["h200"][1]["gpu_uuid"]
+    node = detected(f"{uuid} x", "h200")
+    assert [d.uuid for d in node.devices] == [uuid] and not errors_of(node)
+    grant = accelkit.Allocator(node).acquire({"GPU": 1})
+    assert grant is not None and grant.env()["CUDA_VISIBLE_DEVICES"] == uuid
