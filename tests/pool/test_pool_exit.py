@@ -237,3 +237,26 @@ def test_a_cancelled_calls_done_callback_may_shut_the_pool_down(ledger: Ledger) 
     closing.start()
     closing.join(30)
     assert not closing.is_alive(), "shutdown hangs"
+
+
+def test_calls_held_back_are_cancelled_even_when_settling_the_interrupted_call_fails(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dispatcher waits for the calls a worker's SIGINT held back: they are cancelled
+    whatever happens while the interrupted call is settled, or no later call would start."""
+    pool = AcceleratorPool(ledger.node, ledger=ledger, max_workers=1)
+    settle = pool._settle
+
+    def settle_then_fail(*args: object, **kwargs: object) -> None:
+        settle(*args, **kwargs)  # type: ignore[arg-type]
+        raise RuntimeError("settling failed")
+
+    monkeypatch.setattr(pool, "_settle", settle_then_fail)
+    first = pool.submit(targets.interrupted, False, resources={"GPU": 8})
+    queued = pool.submit(targets.add, 1, resources={"GPU": 8})
+    assert isinstance(first.exception(timeout=30), KeyboardInterrupt)
+    monkeypatch.undo()
+    closing = threading.Thread(target=pool.shutdown, daemon=True)
+    closing.start()
+    closing.join(30)
+    assert queued.cancelled() and not closing.is_alive(), "the held-back call was never cancelled"

@@ -420,8 +420,10 @@ class AcceleratorPool(Executor):
         try:
             self._put_away(worker, stop=isinstance(error, WorkerCrashed))
         finally:
-            self._settle(call, result=result, error=error)
-            self._cancel(held)  # once this call is done: a callback may wait for it (shutdown)
+            try:
+                self._settle(call, result=result, error=error)
+            finally:  # after this call is done (a callback may wait for it), and whatever failed
+                self._cancel(held)  # the dispatcher waits for the calls held back
 
     def _put_away(self, worker: WorkerProcess, *, stop: bool) -> None:
         """Keep a worker for more calls, or stop it (when asked to, once it has served
