@@ -239,6 +239,7 @@ def test_a_cancelled_calls_done_callback_may_shut_the_pool_down(ledger: Ledger) 
     assert not closing.is_alive(), "shutdown hangs"
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_calls_held_back_are_cancelled_even_when_settling_the_interrupted_call_fails(
     ledger: Ledger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
