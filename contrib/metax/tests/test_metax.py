@@ -1,10 +1,11 @@
-"""accelkit-metax: the conformance kit, each detection layer, the CUDA_VISIBLE_DEVICES claim, and
-the recorded node."""
+"""accelkit-metax: the conformance kit, each detection layer, the CUDA_VISIBLE_DEVICES claim,
+MACA_VISIBLE_DEVICES beside it, and the recorded node."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 import accelkit
 import accelkit_metax
@@ -130,3 +131,74 @@ def test_collectives_use_nccl_which_maca_serves_with_mccl() -> None:
     """vLLM-metax declares ``dist_backend = "nccl"`` and maps NCCL's calls onto MCCL: a training
     plan on MetaX GPUs names nccl, not gloo."""
     assert ScalingConfig(num_workers=2, accelerator="metax").backend == "nccl"
+
+
+# -- MACA_VISIBLE_DEVICES beside CUDA_VISIBLE_DEVICES ----------------------------------------------
+# MetaX's PyTorch (MetaX-MACA/mcPytorch, branch 2.4, torch/cuda/__init__.py, _parse_visible_devices)
+# reads `os.getenv("MACA_VISIBLE_DEVICES") or os.getenv("CUDA_VISIBLE_DEVICES")`; MetaX's vLLM
+# platform writes MACA_VISIBLE_DEVICES with CUDA_VISIBLE_DEVICES's value on every worker.
+@pytest.mark.parametrize(
+    ("env", "ids"),
+    [
+        ({}, None),
+        ({"CUDA_VISIBLE_DEVICES": "1,2"}, ["1", "2"]),  # as before
+        ({"MACA_VISIBLE_DEVICES": "3"}, ["3"]),  # MetaX's own variable alone
+        ({"MACA_VISIBLE_DEVICES": " 3 , 0"}, ["3", "0"]),
+        ({"MACA_VISIBLE_DEVICES": "NoDevFiles"}, []),
+        ({"MACA_VISIBLE_DEVICES": "3", "CUDA_VISIBLE_DEVICES": "3"}, ["3"]),
+        ({"MACA_VISIBLE_DEVICES": "3", "CUDA_VISIBLE_DEVICES": "1,2"}, ["3"]),  # MACA_ first
+        ({"MACA_VISIBLE_DEVICES": "", "CUDA_VISIBLE_DEVICES": "1"}, ["1"]),  # "" gives way
+        ({"MACA_VISIBLE_DEVICES": ""}, None),  # "" or None: unset to mcPytorch
+        ({"MACA_VISIBLE_DEVICES": "3", "CUDA_VISIBLE_DEVICES": ""}, ["3"]),
+    ],
+)
+def test_maca_visible_devices_is_read_as_mcpytorch_reads_it(
+    env: dict[str, str], ids: Optional[list[str]]
+) -> None:
+    assert MetaxManager().read_visible(env) == ids
+
+
+def test_maca_visible_devices_alone_restricts_the_node() -> None:
+    node = accelkit.detect_node(metax_host(4, {"MACA_VISIBLE_DEVICES": "3,1"}))
+    assert [(d.family, d.id) for d in node.devices] == [("metax", "3"), ("metax", "1")]
+    assert not [d for d in node.diagnostics if d.level == "warning"]
+
+
+def test_the_two_variables_differing_is_a_warning_and_maca_visible_devices_is_read() -> None:
+    env = {"MACA_VISIBLE_DEVICES": "3", "CUDA_VISIBLE_DEVICES": "1,2"}
+    node = accelkit.detect_node(metax_host(4, env))
+    assert [(d.family, d.id) for d in node.devices] == [("metax", "3")]
+    warnings = [d.message for d in node.diagnostics if d.family == "metax" and d.level == "warning"]
+    assert warnings == [
+        "MACA_VISIBLE_DEVICES='3' and CUDA_VISIBLE_DEVICES='1,2' differ: read as mcPytorch does; "
+        "the MACA runtime's choice is not confirmed"
+    ]
+
+
+def test_an_empty_maca_visible_devices_beside_cuda_visible_devices_is_a_warning() -> None:
+    env = {"MACA_VISIBLE_DEVICES": "", "CUDA_VISIBLE_DEVICES": "1"}
+    node = accelkit.detect_node(metax_host(4, env))
+    assert [d.id for d in node.devices] == ["1"]  # mcPytorch: "" or "1"
+    warnings = [d.message for d in node.diagnostics if d.family == "metax" and d.level == "warning"]
+    assert len(warnings) == 1 and "the MACA runtime's choice is not confirmed" in warnings[0]
+
+
+def test_the_two_variables_alike_leave_no_warning() -> None:
+    env = {"MACA_VISIBLE_DEVICES": "0, 2", "CUDA_VISIBLE_DEVICES": "0,2"}
+    node = accelkit.detect_node(metax_host(4, env))
+    assert [d.id for d in node.devices] == ["0", "2"]
+    assert not [d for d in node.diagnostics if d.level == "warning"]
+
+
+def test_a_grant_writes_both_variables_and_overrides_inherited_ones() -> None:
+    node = accelkit.detect_node(metax_host(4, {}))
+    grant = accelkit.Allocator(node).acquire({"GPU": 2})
+    assert grant is not None
+    assert grant.env() == {"CUDA_VISIBLE_DEVICES": "0,1", "MACA_VISIBLE_DEVICES": "0,1"}
+    inherited = {"MACA_VISIBLE_DEVICES": "7", "CUDA_VISIBLE_DEVICES": "6"}
+    worker = {**inherited, **grant.env()}
+    assert accelkit.visible_ids(env=worker)["metax"] == ["0", "1"]
+    assert MetaxManager().env_vars_read == ("CUDA_VISIBLE_DEVICES", "MACA_VISIBLE_DEVICES")
+    nothing = MetaxManager().visibility_env([], total=4)
+    assert nothing == {"CUDA_VISIBLE_DEVICES": "", "MACA_VISIBLE_DEVICES": ""}
+    assert MetaxManager().read_visible(nothing) == []

@@ -1,14 +1,18 @@
 """MetaX GPUs (C500, C550, ...) for accelkit: experimental, community.
 
-MetaX's MACA runtime reads CUDA's variable: a process sees the GPUs listed in
-``CUDA_VISIBLE_DEVICES`` (indices), as Ray's MetaX manager and MetaX's PyTorch builds use it.
-The plugin declares that variable as its own, and accelkit's node detection treats it as
-*claimed* by MetaX on a node where MetaX GPUs are detected: the NVIDIA family makes no stand-in
-GPUs from it there, and a node where NVIDIA and MetaX GPUs are both detected is refused with an
-error naming both claims (one ``CUDA_VISIBLE_DEVICES=0`` would show a worker device 0 of each).
-GPUs take the ``GPU`` resource and may be shared by fractions, as on Ray. Collectives use the
-``nccl`` backend, which MetaX's stack serves with MCCL (vLLM-metax: ``dist_backend = "nccl"``,
-its NCCL wrapper calling the ``mccl*`` functions).
+MetaX's MACA runtime takes CUDA's variable and its own: a process sees the GPUs listed (by
+index) in ``MACA_VISIBLE_DEVICES`` where that is set and not empty, else in
+``CUDA_VISIBLE_DEVICES``, as MetaX's PyTorch build (mcPytorch, ``torch.cuda``'s
+``_parse_visible_devices``) reads them; the two set to different values leave a warning, since
+which one the MACA runtime itself takes is not confirmed. A grant writes both, with the same ids
+(MetaX's vLLM platform sets ``MACA_VISIBLE_DEVICES`` to ``CUDA_VISIBLE_DEVICES``'s value on every
+worker). The plugin declares ``CUDA_VISIBLE_DEVICES`` as its primary variable, and accelkit's
+node detection treats it as *claimed* by MetaX on a node where MetaX GPUs are detected: the
+NVIDIA family makes no stand-in GPUs from it there, and a node where NVIDIA and MetaX GPUs are
+both detected is refused with an error naming both claims (one ``CUDA_VISIBLE_DEVICES=0`` would
+show a worker device 0 of each). GPUs take the ``GPU`` resource and may be shared by fractions,
+as on Ray. Collectives use the ``nccl`` backend, which MetaX's stack serves with MCCL
+(vLLM-metax: ``dist_backend = "nccl"``, its NCCL wrapper calling the ``mccl*`` functions).
 
 Detection: MetaX's ``pymxsml`` binding in a probe process (``mxsml_extension``:
 ``mxSmlExInit``, ``mxSmlExDeviceGetCount``, ``mxSmlExDeviceGetHandleByIndex``,
@@ -20,6 +24,7 @@ names: ``MXC500``, ``MXC550``. Sources, and what is not confirmed: the package's
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any, Callable, Optional
 
@@ -27,6 +32,7 @@ from accelkit import AcceleratorManager, Device, Frameworks, Host, hookimpl, not
 from accelkit.detect import call_probe, decode, detect_layers, device_count, run_command, type_label
 
 VARIABLE = "CUDA_VISIBLE_DEVICES"
+MACA = "MACA_VISIBLE_DEVICES"  # MetaX's own; read first where set and not empty (mcPytorch)
 LIST = ("mx-smi", "-L")
 ROW = re.compile(  # GPU#<i>  <name>  [<bus id>  <state>]  [(UUID: <uuid>)]
     r"GPU\s*#?\s*(?P<index>\d+)\s*:?\s+(?P<name>.+?)"
@@ -35,10 +41,11 @@ ROW = re.compile(  # GPU#<i>  <name>  [<bus id>  <state>]  [(UUID: <uuid>)]
 )
 TYPE_LABELS = ((r"\b(?:MX)?C(\d{3}[\w-]*)", r"MXC\1"),)  # "MXC500", "MetaX C500" -> "MXC500"
 UNCONFIRMED = (
-    "not confirmed by MetaX's documentation: how MACA reads CUDA_VISIBLE_DEVICES beyond "
-    "comma-separated indices (spaces, UUIDs, invalid tokens), and the unit of MXSML's memory "
-    "figures (not used); see accelkit-metax's README"
+    "not confirmed by MetaX's documentation: which variable the MACA runtime takes when "
+    "MACA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES differ, how it reads spaces, UUIDs or invalid "
+    "tokens, and the unit of MXSML's memory figures (not used); see accelkit-metax's README"
 )
+DIFFER = "{} and {} differ: read as mcPytorch does; the MACA runtime's choice is not confirmed"
 
 
 class MetaxManager(AcceleratorManager):
@@ -47,9 +54,27 @@ class MetaxManager(AcceleratorManager):
     name = "metax"
     resource_name = "GPU"
     visible_devices_env_var = VARIABLE  # claimed on nodes where MetaX GPUs are detected
+    env_vars_read = (VARIABLE, MACA)
     api_version = 2
     # MetaX's PyTorch builds keep torch.cuda's names, and "nccl" runs on MetaX's MCCL (vLLM-metax)
     frameworks = Frameworks(device="cuda", collective="nccl")
+
+    def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
+        """``MACA_VISIBLE_DEVICES`` unless unset or empty, else ``CUDA_VISIBLE_DEVICES``, as
+        mcPytorch reads them (``getenv("MACA_VISIBLE_DEVICES") or getenv("CUDA_...")``); two
+        variables that select differently are a warning: the runtime's own choice is unknown."""
+        cuda, maca = super().read_visible(env), env.get(MACA)
+        ids = cuda if maca is None else super().read_visible({VARIABLE: maca})
+        if cuda is not None and cuda != ids:
+            note(DIFFER.format(f"{MACA}={maca!r}", f"{VARIABLE}={env[VARIABLE]!r}"), "warning")
+        return cuda if maca == "" else ids  # an empty MACA_VISIBLE_DEVICES gives way (mcPytorch)
+
+    def visibility_env(
+        self, ids: Sequence[str], *, total: Optional[int] = None
+    ) -> dict[str, Optional[str]]:
+        """The same ids in both variables, as MetaX's vLLM platform writes them: whichever the
+        runtime reads first, the worker sees its grant."""
+        return dict.fromkeys((VARIABLE, MACA), super().visibility_env(ids, total=total)[VARIABLE])
 
     def detect(self, host: Host) -> list[Device]:
         """MXSML (pymxsml) in a probe, else ``mx-smi -L``."""
