@@ -256,3 +256,54 @@ def test_board_names_give_their_architecture(
     (found,) = TenstorrentManager().detect(host)
     assert found.type_label == label
     assert found.model == (None if board == "N/A" else board)  # "N/A" is read as no name
+
+
+@pytest.mark.parametrize(
+    ("value", "ids"),
+    [
+        ("0,7", ["0"]),  # tt-umd: "Invalid device ID in TT_VISIBLE_DEVICES: 7" (runtime_error)
+        ("7,0", ["0"]),  # ids in bus order, as tt-umd uses them: 7 still ends the list
+        ("1,0000:99", ["1"]),  # tt-umd: "BDF pattern ... did not match any devices"
+        ("0000:99:00.0,1", []),  # the first token names nothing: nothing is kept
+    ],
+)
+def test_a_token_naming_no_device_keeps_the_ones_before_it_where_tt_umd_refuses_to_start(
+    tmp_path: Path, value: str, ids: list[str]
+) -> None:
+    """tt-umd throws ``std::runtime_error`` for an id past the end or a bus-id token naming no
+    device (``PCIDevice::enumerate_devices``; docs/TT_VISIBLE_DEVICES.md, "Invalid identifier");
+    the core ends the list at that token with a warning and keeps what came before, and the
+    plugin's diagnostic and README say so (``read_visible`` cannot see the devices)."""
+    write_devices(tmp_path, 4)
+    commands = {SNAPSHOT_ARGV: (0, snapshot_json(4))}
+    node = accelkit.detect_node(FakeHost(tmp_path, {"TT_VISIBLE_DEVICES": value}, commands))
+    assert [d.id for d in node.devices] == ids
+    mine = [d for d in node.diagnostics if d.family == "tenstorrent"]
+    assert any(d.level == "warning" and "matches no detected device" in d.message for d in mine)
+    assert next(d.message for d in mine if d.level == "info") == (
+        "TT_VISIBLE_DEVICES is read as tt-umd 0.9.3+ reads it, but where tt-umd refuses to start "
+        "(an id past the end, a bus-id token naming no device: 0,7 on 4 devices) or takes several "
+        "devices (0000:c) the list ends with a warning, keeping what came before (device 0); see "
+        "the README"
+    )
+    docstring = " ".join(str(accelkit_tenstorrent.__doc__).split())  # says the same
+    assert "0,7`` on 4 devices: tt-umd refuses to start, accelkit offers device 0" in docstring
+
+
+def test_a_tt_smi_without_snapshot_no_tty_leaves_detection_to_the_device_files(
+    tmp_path: Path,
+) -> None:
+    """tt-smi before 3.0.5 (tenstorrent/tt-smi 2c6a1c9, 2024-12) has no ``--snapshot_no_tty``
+    (argparse exits 2), and its ``-s`` writes a snapshot file under ``~/tt_smi`` and prints no
+    JSON: the flag came with JSON on stdout. So ``tt-smi -s`` alone is never run (it would write a
+    file on every detection and still give nothing to read); the device files answer."""
+    write_devices(tmp_path, 2)
+    refused = (2, "", "tt-smi: error: unrecognized arguments: --snapshot_no_tty\n")
+    written = (0, "Saved tt-smi log to: /root/tt_smi/12-11-2024_10:00:00_results.json\n")
+    host = FakeHost(tmp_path, commands={SNAPSHOT_ARGV: refused, ("tt-smi", "-s"): written})
+    node = accelkit.detect_node(host)
+    assert [(d.id, d.pci_bus_id, d.source) for d in node.devices] == [
+        ("0", "0000:03:00.0", "devfs"),
+        ("1", "0000:04:00.0", "devfs"),
+    ]
+    assert [tuple(argv) for argv in host.runs if argv[0] == "tt-smi"] == [SNAPSHOT_ARGV]

@@ -1,26 +1,30 @@
 """Tenstorrent Wormhole and Blackhole accelerators for accelkit: experimental, community.
 
-A process sees the devices ``TT_VISIBLE_DEVICES`` selects, read by Tenstorrent's user-mode
-driver (tt-umd, under tt-metal and TT-NN; ``device/pcie/pci_device.cpp``,
+A process sees the devices ``TT_VISIBLE_DEVICES`` selects, read by Tenstorrent's user-mode driver
+(tt-umd, under tt-metal and TT-NN; ``device/pcie/pci_device.cpp``,
 ``PCIDevice::enumerate_devices``) as follows: unset is every device; ``""`` is none; spaces around
 a token are dropped; a token of digits is a *logical* id, the device's place in PCI bus order
 (``0``..``n-1``; so from tt-umd 0.9.3, #2057: before, it was the ``N`` of
-``/dev/tenstorrent/<N>``); a token holding ``:`` or ``.`` and otherwise only hex digits is part
-of a bus id and names every device whose bus id contains it (``0000:03:00.0``, ``03:00``,
-``0000:c``; tt-umd ``device/common/utils.hpp`` ``is_bdf_string``); any other token, an id past
-the end, or a bus-id token that names no device makes the runtime refuse to start; and the
-devices are used once each, in bus order, whatever the token order. A bus-id token that names
-several devices (``0000:c``, a Galaxy tray) is read as accelkit reads an ambiguous token: the
-list ends there, with a warning. Devices are granted whole, as on Ray. A device is a
-PCI-attached chip: the second chip of an n300 board sits behind the first, over Ethernet, and
-comes with it.
+``/dev/tenstorrent/<N>``); a token holding ``:`` or ``.`` and otherwise only hex digits is part of
+a bus id and names every device whose bus id contains it (``0000:03:00.0``, ``03:00``, ``0000:c``;
+tt-umd ``device/common/utils.hpp`` ``is_bdf_string``); any other token, an id past the end, or a
+bus-id token that names no device makes the runtime refuse to start (``std::runtime_error``); and
+the devices are used once each, in bus order, whatever the token order. A token of another kind
+reads as nothing visible here, as tt-umd then runs nothing. An id past the end and a bus-id token
+naming no device do not: ``read_visible`` cannot see the devices, and accelkit's core ends a list
+at the first token naming no detected device, with a warning, keeping the tokens before it
+(``TT_VISIBLE_DEVICES=0,7`` on 4 devices: tt-umd refuses to start, accelkit offers device 0). A
+bus-id token that names several devices (``0000:c``, a Galaxy tray) ends the list the same way,
+where tt-umd takes them all. Devices are granted whole, as on Ray. A device is a PCI-attached chip:
+the second chip of an n300 board sits behind the first, over Ethernet, and comes with it.
 
 Detection: ``tt-smi -s --snapshot_no_tty`` (its JSON snapshot: ``device_info[].board_info``
-``bus_id`` and ``board_type``), run with ``TT_VISIBLE_DEVICES`` lifted, since tt-smi enumerates
-through tt-umd and would list only the devices the variable leaves (numbered from 0 again);
-accelkit then applies the variable to every device. Else the driver's ``/dev/tenstorrent/<N>``
-files, with the PCI functions of vendor ``0x1e52`` (Wormhole ``0x401e``, Blackhole ``0xb140``)
-for bus ids and architecture. Board names are tt-smi's (``tt_smi/utils.py``,
+``bus_id`` and ``board_type``; tt-smi 3.0.5 and later: before, ``-s`` wrote a file and printed no
+JSON, and the flag did not exist, so the device files answer), run with ``TT_VISIBLE_DEVICES``
+lifted, since tt-smi enumerates through tt-umd and would list only the devices the variable leaves
+(numbered from 0 again); accelkit then applies the variable to every device. Else the driver's
+``/dev/tenstorrent/<N>`` files, with the PCI functions of vendor ``0x1e52`` (Wormhole ``0x401e``,
+Blackhole ``0xb140``) for bus ids and architecture. Board names are tt-smi's (``tt_smi/utils.py``,
 ``get_board_type``). Sources, and what is not confirmed: the package's README.
 """
 
@@ -31,7 +35,6 @@ from typing import Optional
 
 from accelkit import AcceleratorManager, Device, Host, hookimpl, note
 from accelkit.detect import (
-    NOTHING_VISIBLE,
     detect_layers,
     find_field,
     first_records,
@@ -54,8 +57,9 @@ BOARD_ARCHES = {  # every board tt-smi names (tt_smi/utils.py, get_board_type), 
     **dict.fromkeys(("p300a", "p300b", "p300c", "tt-galaxy-bh"), BLACKHOLE),
 }
 DIFFERENCES = (
-    "TT_VISIBLE_DEVICES is read as tt-umd 0.9.3 and later read it (integers: places in bus "
-    "order), except that a bus-id token naming several devices ends the list; see the README"
+    "TT_VISIBLE_DEVICES is read as tt-umd 0.9.3+ reads it, but where tt-umd refuses to start (an "
+    "id past the end, a bus-id token naming no device: 0,7 on 4 devices) or takes several devices "
+    "(0000:c) the list ends with a warning, keeping what came before (device 0); see the README"
 )
 
 
@@ -70,8 +74,9 @@ class TenstorrentManager(AcceleratorManager):
 
     def read_visible(self, env: Mapping[str, str]) -> Optional[list[str]]:
         """As tt-umd reads it: logical ids and parts of bus ids, each once, ids in bus (numeric)
-        order; one token of another kind hides every device, as the runtime then fails."""
-        tokens = split_ids(env.get(VARIABLE), NOTHING_VISIBLE)
+        order; ``""`` (and ``NoDevFiles``) or one token of another kind hides every device, as
+        the runtime then runs none. Whether a token names a device is the core's to find."""
+        tokens = split_ids(env.get(VARIABLE))
         if tokens is None:
             return None
         if not all(is_index(token) or is_bus_id(token) for token in tokens):
