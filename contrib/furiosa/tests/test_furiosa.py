@@ -123,3 +123,17 @@ def test_devices_named_otherwise_than_npu_n_are_no_answer(tmp_path: Path) -> Non
         device.device_info = lambda info=info: info
     node = accelkit.detect_node(FakeHost(root=tmp_path, modules={"furiosa_smi_py": library}))
     assert [(d.id, d.source) for d in node.devices] == [("0", "devfs"), ("1", "devfs")]
+
+
+def test_the_readme_cites_the_files_its_sysfs_layout_comes_from() -> None:
+    """The device-file layer's paths (``/dev/rngd/npu<N>mgmt``, ``rngd!npu<N>mgmt`` under
+    ``/sys/class/rngd_mgmt``) are libfuriosa-kubernetes's ``pkg/manifest/rngd.go``; the
+    furiosa-smi-go ``pkg/smi/sysfs.go`` once cited is on no commit of its main branch, and what
+    rests on it alone is listed as not confirmed."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    sources = readme.split("## Sources")[1].split("## Not confirmed")[0]
+    assert "`furiosa-ai/libfuriosa-kubernetes`" in sources
+    assert "pkg/manifest/rngd.go" in sources and '"rngd!%smgmt"' in sources
+    assert "pkg/smi/sysfs.go" not in sources
+    unconfirmed = readme.split("## Not confirmed")[1]
+    assert "`busname` (the bus id) and `device_uuid`" in unconfirmed

@@ -41,7 +41,8 @@ MANAGEMENT = "/sys/class/rngd_mgmt/rngd!npu{}mgmt"
 UNCONFIRMED = (
     "not confirmed by FuriosaAI's documentation for RNGD: FURIOSA_DEVICES is documented for "
     "FuriosaRT 0.10 (Warboy); that RNGD runtimes read npu:<index> there, and that "
-    'FURIOSA_DEVICES="" shows no NPU, follow Ray; see accelkit-furiosa\'s README'
+    'FURIOSA_DEVICES="" shows no NPU, follow Ray; that rngd_mgmt\'s busname and device_uuid are '
+    "the bus id and UUID follows furiosa-smi-go code off its main branch; see the package's README"
 )
 
 

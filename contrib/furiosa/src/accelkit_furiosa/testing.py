@@ -2,9 +2,10 @@
 
 An RNGD card is eight cores (PEs). Its driver makes ``/dev/rngd/npu<N>mgmt`` and one file per
 core group it can fuse (``npu<N>pe0``, ``npu<N>pe0-1``, ``npu<N>pe0-3``, ...), and a management
-directory ``/sys/class/rngd_mgmt/rngd!npu<N>mgmt`` whose ``busname`` and ``device_uuid`` files
-furiosa-smi reads: the layout of furiosa-smi-go's device files and sysfs reader, cited in the
-README. ``fake_furiosa_smi`` stands in for ``furiosa_smi_py``'s ``list_devices()``.
+directory ``/sys/class/rngd_mgmt/rngd!npu<N>mgmt`` with ``busname`` and ``device_uuid`` files:
+the layout libfuriosa-kubernetes mounts into RNGD containers and furiosa-smi-go's mock, cited
+(and what of it is not confirmed) in the README. ``fake_furiosa_smi`` stands in for
+``furiosa_smi_py``'s ``list_devices()``.
 """
 
 from __future__ import annotations
