@@ -7,6 +7,7 @@ from pathlib import Path
 
 import accelkit
 import accelkit_mthreads
+import pytest
 from accelkit import FakeHost, load_snapshot
 from accelkit.node import record_snapshot
 from accelkit.testing import AcceleratorManagerSuite
@@ -33,14 +34,26 @@ def test_mthreads_gmi_json_gives_model_uuid_memory_and_bus_id() -> None:
     ]
 
 
-def test_the_long_option_spelling_answers_when_the_short_one_fails() -> None:
-    commands = {
-        QUERY_ARGV: (2, "", "unknown option -j\n"),
-        ("mthreads-gmi", "--query", "--json"): (0, gmi_json(1, "MTT S5000")),
-    }
-    assert [d.type_label for d in MthreadsManager().detect(FakeHost(commands=commands))] == [
-        "MTT-S5000"
-    ]
+SPELLINGS = [
+    ("mthreads-gmi", "-q", "--json"),  # what real readers run (SwanLab's moorethreads.py, ...)
+    ("mthreads-gmi", "-q", "-j"),
+    ("mthreads-gmi", "--query", "--json"),
+]
+
+
+@pytest.mark.parametrize("answering", SPELLINGS)
+def test_each_spelling_answers_where_the_others_are_refused(answering: tuple[str, ...]) -> None:
+    commands = {argv: (2, "", "unknown option\n") for argv in SPELLINGS}
+    commands[answering] = (0, gmi_json(1, "MTT S5000"))
+    devices = MthreadsManager().detect(FakeHost(commands=commands))
+    assert [(d.id, d.type_label, d.source) for d in devices] == [("0", "MTT-S5000", "command")]
+
+
+def test_the_spelling_real_readers_run_is_asked_first() -> None:
+    host = FakeHost(commands={argv: (0, gmi_json(1)) for argv in SPELLINGS})
+    MthreadsManager().detect(host)
+    assert [tuple(argv) for argv in host.runs] == [("mthreads-gmi", "-q", "--json")]
+    assert QUERY_ARGV == ("mthreads-gmi", "-q", "--json")  # the fakes and the recorded node
 
 
 def test_pci_display_functions_alone_give_a_count_not_the_audio_ones(tmp_path: Path) -> None:

@@ -1,13 +1,14 @@
 """Moore Threads GPUs (MTT S4000, S5000, ...) for accelkit: experimental, community.
 
 A process sees the GPUs listed in ``MUSA_VISIBLE_DEVICES``, comma-separated indices, as the MUSA
-runtime (torch_musa, MCCL) reads it. GPUs take the ``GPU`` resource and may be shared by
-fractions; frameworks name them ``musa`` (``torch.musa``), collectives use MCCL.
+runtime (torch_musa, MCCL) reads it. GPUs take the ``GPU`` resource and may be shared by fractions;
+frameworks name them ``musa`` (``torch.musa``), collectives use MCCL.
 
-Detection: ``mthreads-gmi -q -j`` (or ``--query --json``): a JSON object whose ``GPU`` list holds
-each GPU's ``Index``, ``Product Name``, ``GPU UUID``, ``PCI`` ``Bus ID`` and ``FB Memory
-Usage`` ``Total``; else the display-class PCI functions of vendor ``0x1ed5``, numbered 0.. in bus
-order, without a model. Sources, and what is not confirmed: the package's README.
+Detection: ``mthreads-gmi -q --json`` (the spelling its real readers run; else ``-q -j`` or
+``--query --json``): a JSON object whose ``GPU`` list holds each GPU's ``Index``, ``Product Name``,
+``GPU UUID``, ``PCI`` ``Bus ID`` and ``FB Memory Usage`` ``Total``; else the display-class PCI
+functions of vendor ``0x1ed5``, numbered 0.. in bus order, without a model. Sources, and what is
+not confirmed: the package's README.
 """
 
 from __future__ import annotations
@@ -26,13 +27,18 @@ from accelkit.detect import (
 )
 
 VARIABLE = "MUSA_VISIBLE_DEVICES"
-QUERY = (("mthreads-gmi", "-q", "-j"), ("mthreads-gmi", "--query", "--json"))
+QUERY = (  # the spelling real readers run (SwanLab's collector, ...) first, then two others
+    ("mthreads-gmi", "-q", "--json"),
+    ("mthreads-gmi", "-q", "-j"),
+    ("mthreads-gmi", "--query", "--json"),
+)
 VENDOR = 0x1ED5
 DISPLAY = 0x03  # PCI base class of a display controller; a card's audio function is 0x04
 UNCONFIRMED = (
     "not confirmed by Moore Threads' documentation: the JSON of mthreads-gmi (read from tools "
-    "that parse it), that MUSA_VISIBLE_DEVICES indices follow its Index and PCI bus order, and "
-    "how MUSA reads spaces or invalid tokens; see accelkit-mthreads's README"
+    "that parse it), that MUSA_VISIBLE_DEVICES indices follow its Index and PCI bus order "
+    "(MUSA_DEVICE_ORDER's default order is unknown), and how MUSA reads spaces or invalid tokens; "
+    "see accelkit-mthreads's README"
 )
 
 

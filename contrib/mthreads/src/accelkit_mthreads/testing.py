@@ -1,6 +1,6 @@
 """Fake Moore Threads hosts, for tests and for ``accelkit check mthreads`` (``accelkit.testing``).
 
-``mthreads-gmi -q -j`` prints a JSON object: driver facts at the top, a ``GPU`` list with each
+``mthreads-gmi -q --json`` prints a JSON object: driver facts at the top, a ``GPU`` list with each
 GPU's ``Index``, ``Product Name``, ``GPU UUID``, ``PCI`` (``Bus ID``, ``Vendor ID`` 0x1ED5) and
 ``FB Memory Usage`` (the shape of the real-world excerpts the README cites). Each card is also
 a PCI function of vendor 0x1ed5, class 0x0300 (display), beside its audio function.
@@ -15,7 +15,7 @@ from accelkit import FakeHost
 
 __all__ = ["MODEL", "QUERY_ARGV", "gmi_json", "make_host", "write_pci"]
 
-QUERY_ARGV = ("mthreads-gmi", "-q", "-j")
+QUERY_ARGV = ("mthreads-gmi", "-q", "--json")
 MODEL = "MTT S4000"
 BUSES = (0x12, 0x13, 0x48, 0x49, 0x89, 0x8A, 0xC1, 0xC2)
 
@@ -26,7 +26,7 @@ def bus_id(index: int) -> str:
 
 
 def gmi_json(count: int, model: str = MODEL) -> str:
-    """What ``mthreads-gmi -q -j`` prints for ``count`` idle GPUs."""
+    """What ``mthreads-gmi -q --json`` prints for ``count`` idle GPUs."""
     gpus = [
         {
             "Index": str(index),
@@ -58,6 +58,6 @@ def write_pci(root: Path, count: int) -> None:
 
 
 def make_host(count: int, root: Path) -> FakeHost:
-    """A host with ``count`` MTT S4000 GPUs, by PCI and by ``mthreads-gmi -q -j``."""
+    """A host with ``count`` MTT S4000 GPUs, by PCI and by ``mthreads-gmi -q --json``."""
     write_pci(root, count)
     return FakeHost(root=root, commands={QUERY_ARGV: (0, gmi_json(count))})
