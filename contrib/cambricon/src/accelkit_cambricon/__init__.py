@@ -109,7 +109,7 @@ def index_tokens(value: str) -> list[str]:
     ASCII digits (torch_mlu's ``_strtoul``: ``""``, ``-1``, ``+3`` and ``1gpu2`` end it; ``"²"``
     does too, which ``str.isdigit`` would take), written without leading zeros (``01`` is 1)."""
     digits = takewhile(is_index, (token.strip() for token in value.split(",")))
-    return [number.lstrip("0").rjust(1, "0") for number in digits]  # "00" is 0, never ""
+    return [number.lstrip("0").rjust(1, "0") for number in digits]  # int() refuses 5000 digits
 
 
 def from_cnmon(host: Host) -> Optional[list[Device]]:
