@@ -6,6 +6,7 @@ import importlib
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -147,6 +148,54 @@ def test_snapshot_records_refuses_a_non_empty_directory_and_forces(
     assert (
         detect_node(load_snapshot(target)).to_dict() == detect_node(load_snapshot(source)).to_dict()
     )
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "nodes"
+
+
+@pytest.mark.parametrize("redact", [False, True], ids=["plain", "redacted"])
+def test_snapshot_re_records_a_snapshot_in_place(tmp_path: Path, redact: bool) -> None:
+    """``--host SRC --force SRC`` deleted SRC's files before detection read them through the
+    replay, and said "0 file(s)", "Replays as: no accelerators", exit 0. It records beside SRC
+    and then takes its place; other files there are kept, and no stage is left behind."""
+    source = tmp_path / "tpu"
+    shutil.copytree(EXAMPLES / "tpu-v6e-8", source, symlinks=True)
+    (source / "README").write_text("mine")
+    before = detect_node(load_snapshot(source)).to_dict()
+    redacting = ["--redact"] if redact else []
+    result = accelkit("snapshot", "--host", str(source), *redacting, "--force", str(source))
+    assert result.returncode == 0, result.stderr
+    assert "Replays as: 8 TPU." in result.stdout and " 0 file(s)" not in result.stdout
+    assert detect_node(load_snapshot(source)).to_dict() == before
+    assert json.loads((source / "snapshot.json").read_text())["redacted"] is redact
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tpu"]
+    assert (source / "README").read_text() == "mine"
+
+
+def test_snapshot_into_a_directory_holding_its_source_keeps_the_source_until_recorded(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "snaps" / "tpu"
+    shutil.copytree(EXAMPLES / "tpu-v6e-8", source, symlinks=True)
+    result = accelkit("snapshot", "--host", str(source), "--force", str(tmp_path / "snaps"))
+    assert result.returncode == 0, result.stderr
+    assert detect_node(load_snapshot(tmp_path / "snaps")).resources["TPU"] == 8
+
+
+@pytest.mark.parametrize("inside", ["root/dev", "sub"])
+def test_snapshot_inside_its_source_is_refused(tmp_path: Path, inside: str) -> None:
+    """Recording into a directory inside the replayed snapshot writes into the files it reads."""
+    source = tmp_path / "tpu"
+    shutil.copytree(EXAMPLES / "tpu-v6e-8", source, symlinks=True)
+    target = source / inside
+    result = accelkit("snapshot", "--host", str(source), "--force", str(target))
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"accelkit snapshot: error: {target} lies inside {source}, the snapshot --host replays: "
+        "the recording would write into the files it reads; record into a directory outside it\n"
+    )
+    assert detect_node(load_snapshot(source)).resources["TPU"] == 8
+    assert not (target / "snapshot.json").exists()
 
 
 def test_snapshot_writes_through_no_link_planted_for_its_manifest(tmp_path: Path) -> None:

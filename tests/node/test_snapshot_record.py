@@ -6,6 +6,7 @@ import importlib
 import importlib.util
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -441,3 +442,25 @@ def test_a_failed_recording_leaves_nothing_and_can_be_made_again(tmp_path: Path)
     fine = registry.Registry([Provides(rivals[:1])], autoload=False)
     assert record_snapshot(target, FakeHost(), registry=fine) == target
     assert [d.id for d in detect_node(load_snapshot(target), registry=fine).devices] == ["0"]
+
+
+def test_a_snapshot_re_recorded_in_place_is_replaced_only_once_recorded(tmp_path: Path) -> None:
+    """Recorded in place, the old snapshot's files were deleted before detection read them
+    through the replay: the new one held nothing. It is recorded beside, then put in place; a
+    recording that fails leaves the old one whole."""
+    snapshot = tmp_path / "snap"
+    shutil.copytree(EXAMPLE_NODES[0], snapshot, symlinks=True)
+    expected = replay(snapshot)
+    assert record_snapshot(snapshot, load_snapshot(snapshot), overwrite=True) == snapshot
+    assert replay(snapshot) == expected
+    with pytest.raises(FileExistsError, match="already holds a snapshot"):
+        record_snapshot(snapshot, load_snapshot(snapshot))
+    rivals = [
+        static_manager(family, family.upper(), [Device("0")], visible_devices_env_var="ACME_V")
+        for family in ("acmea", "acmeb")
+    ]
+    clashing = registry.Registry([Provides(rivals)], autoload=False)
+    with pytest.raises(ConfigurationError, match="ACME_V"):
+        record_snapshot(snapshot, load_snapshot(snapshot), overwrite=True, registry=clashing)
+    assert replay(snapshot) == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["snap"]

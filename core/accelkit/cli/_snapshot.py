@@ -26,9 +26,11 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
             "reads into DIR (DIR/snapshot.json and DIR/root/). Vendor libraries are not used, so "
             "the families answer from their commands and files, which the snapshot can hold. "
             "`accelkit ls --host DIR` then shows this node anywhere. With --host SRC, re-record "
-            "an existing snapshot (e.g. to redact it)."
+            "an existing snapshot (e.g. to redact it), into another DIR or, with --force, into "
+            "SRC itself (recorded beside it, then put in its place); DIR may not lie inside SRC."
         ),
-        epilog="Exit status: 0 when recorded; 2 when DIR is not empty or cannot be written.",
+        epilog="Exit status: 0 when recorded; 2 when DIR is not empty (without --force), lies "
+        "inside --host SRC, or cannot be written.",
     )
     parser.add_argument("directory", metavar="DIR", help="where to write the snapshot")
     parser.add_argument(
@@ -55,6 +57,11 @@ def run(args: argparse.Namespace) -> int:
     from accelkit.node._snapshot import record_snapshot
 
     target = Path(args.directory)
+    if args.host is not None and _inside_the_source(target, args.host):
+        raise ValueError(
+            f"{target} lies inside {args.host}, the snapshot --host replays: the recording "
+            "would write into the files it reads; record into a directory outside it"
+        )
     if target.exists() and not target.is_dir():
         raise NotADirectoryError(f"{target} exists and is not a directory")
     if target.is_dir() and any(target.iterdir()) and not args.force:
@@ -82,6 +89,14 @@ def run(args: argparse.Namespace) -> int:
     counts = [f"{int(node.resources[r])} {r}" for r in _resources(node)]
     print(f"Replays as: {', '.join(counts) or 'no accelerators'}. Try: accelkit ls --host {target}")
     return EXIT_OK
+
+
+def _inside_the_source(target: Path, source: str) -> bool:
+    """Whether ``target`` lies within the snapshot directory ``source`` (not ``source`` itself,
+    which is re-recorded beside it and then replaced: see ``record_snapshot``)."""
+    from accelkit.node._snapshot import lies_within
+
+    return lies_within(target, source) and not lies_within(source, target)
 
 
 def _resources(node: Node) -> list[str]:

@@ -63,8 +63,17 @@ def record_snapshot(
     and no directory it created. ``registry`` chooses
     the plugins whose variables and commands are recorded (None: the default one). Returns the
     directory.
+
+    A host whose files lie in ``directory`` (a snapshot re-recorded in place, to redact it) is
+    recorded into a new directory beside it, which then takes the old snapshot's place: made in
+    place, the recording would delete the very files it is about to read.
     """
     base = Path(directory)
+    source = host if host is not None else LocalHost()
+    if base.is_dir() and lies_within(source.root, base):
+        _check_replaceable(base, overwrite)
+        _record_beside(base, source, redact, registry)
+        return base
     made = not base.exists()
     _prepare(base, overwrite)
     try:
@@ -115,17 +124,53 @@ def _record(base: Path, host: Optional[Host], redact: bool, registry: Optional[R
 def _prepare(base: Path, overwrite: bool) -> None:
     """Make ``base`` ready for a new snapshot, refusing to clobber one unless asked."""
     base.mkdir(parents=True, exist_ok=True)
+    if _check_replaceable(base, overwrite):
+        shutil.rmtree(base / ROOT, ignore_errors=True)
+        (base / MANIFEST).unlink()
+    (base / ROOT).mkdir()
+
+
+def _check_replaceable(base: Path, overwrite: bool) -> bool:
+    """Whether ``base`` holds a snapshot (that ``overwrite`` allows to replace); refuses one it
+    does not allow, and a ``root`` without a manifest, which is no snapshot of ours."""
     manifest, root = base / MANIFEST, base / ROOT
-    if os.path.lexists(manifest) or os.path.lexists(root):  # a link counts, dangling or not
-        if not overwrite:
-            raise FileExistsError(f"{base} already holds a snapshot; choose another directory")
-        if os.path.lexists(root) and not os.path.lexists(manifest):
-            raise FileExistsError(
-                f"{root} exists but {manifest} does not: not a snapshot, refusing to replace it"
-            )
-        shutil.rmtree(root, ignore_errors=True)
-        manifest.unlink()
-    root.mkdir()
+    if not (os.path.lexists(manifest) or os.path.lexists(root)):  # a link counts, dangling too
+        return False
+    if not overwrite:
+        raise FileExistsError(f"{base} already holds a snapshot; choose another directory")
+    if os.path.lexists(root) and not os.path.lexists(manifest):
+        raise FileExistsError(
+            f"{root} exists but {manifest} does not: not a snapshot, refusing to replace it"
+        )
+    return True
+
+
+def lies_within(
+    path: Optional[Union[str, os.PathLike[str]]], directory: Union[str, os.PathLike[str]]
+) -> bool:
+    """Whether ``path`` is ``directory`` or lies within it, links resolved."""
+    if path is None:
+        return False
+    inner, outer = os.path.realpath(path), os.path.realpath(directory)
+    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
+
+
+def _record_beside(base: Path, source: Host, redact: bool, registry: Optional[Registry]) -> None:
+    """Record ``source`` into a new directory beside ``base``, then move the new snapshot into
+    ``base`` in place of the old one (other files there are kept); the old one stays whole
+    until the recording has succeeded."""
+    import tempfile
+
+    stage = Path(tempfile.mkdtemp(prefix=f".{base.name}.", dir=base.parent))
+    try:
+        _prepare(stage / "new", overwrite=False)
+        _record(stage / "new", source, redact, registry)
+        if os.path.lexists(base / ROOT):
+            os.rename(base / ROOT, stage / "old")
+        os.rename(stage / "new" / ROOT, base / ROOT)
+        os.replace(stage / "new" / MANIFEST, base / MANIFEST)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 class RecordingHost(HostView):
