@@ -187,3 +187,46 @@ def test_an_exclusion_that_is_malformed_or_matches_nothing_is_said_where_devices
         f"accelkit {verb[0]}: warning: ACCELKIT_EXCLUDE_DEVICES names amd:GPU-deadbeef, which "
         "matches no device",
     ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "variables", "said"),
+    [
+        (["ls", "--host", str(H100)], {}, "  error   accelkit: plugin 'akescape' (akescape 1.0)"),
+        (["check", "akescape"], {}, "          plugin 'akescape' (akescape 1.0) is not in use"),
+        (
+            ["plugins"],
+            {"ACCELKIT_REQUIRE_PLUGINS": "akescape"},
+            "accelkit plugins: ACCELKIT_REQUIRE_PLUGINS names plugins that are not in use",
+        ),
+    ],
+    ids=["ls", "check", "plugins-required"],
+)
+def test_a_plugins_error_text_is_printed_with_its_control_characters_escaped(
+    argv: list[str], variables: dict[str, str], said: str, tmp_path: Path
+) -> None:
+    """``accelkit ls`` (its diagnostics), ``check`` (its report) and ``plugins`` (a required
+    plugin's error) printed what a plugin raised as it was: an escape sequence reached the
+    terminal. ``plugins``' table and the verbs' warnings escaped it already."""
+    site = FakeSite(tmp_path / "site")
+    site.path.mkdir()
+    site.add(
+        "akescape", {"akescape": "akescape"}, {"akescape": 'raise RuntimeError("boom \\x1b[31m")\n'}
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "accelkit.cli", *argv],
+        capture_output=True,
+        text=True,
+        env=ours_only(
+            {
+                **os.environ,
+                **variables,
+                "PYTHONPATH": os.pathsep.join([str(site.path), os.environ.get("PYTHONPATH", "")]),
+            }
+        ),
+        timeout=120,
+    )
+    output = done.stdout + done.stderr
+    assert "\x1b" not in output
+    (line,) = [line for line in output.splitlines() if line.startswith(said)]
+    assert line.endswith("RuntimeError: boom \\x1b[31m")

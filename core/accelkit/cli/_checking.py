@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from accelkit import registry
-from accelkit.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from accelkit.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, printable
 from accelkit.cli._common import host_from_args, print_json
 from accelkit.host import Host
 from accelkit.manager import AcceleratorManager
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         targets = targets_named(args.names)
     except KeyError as exc:
-        print(f"accelkit check: error: {exc.args[0]}", file=sys.stderr)
+        print(f"accelkit check: error: {printable(str(exc.args[0]))}", file=sys.stderr)
         return EXIT_USAGE
     replay = host_from_args(args) if args.host else None
     for target in targets:
@@ -156,11 +156,13 @@ def check_manager(manager: AcceleratorManager, replay: Optional[Host]) -> list[O
 
 
 def render(target: Target) -> str:
-    """A readable report: per topic, each check's status, with the message when not passed."""
+    """A readable report: per topic, each check's status, with the message when not passed.
+    The plugin's own text (its name, a message quoting what it raised) is
+    :func:`~accelkit.cli.printable` line by line: it never drives the terminal."""
     plugin = target.plugin
     where = plugin.describe() if plugin is not None else "plugin not found"
     manager = f"{type(target.manager).__name__}, " if target.manager is not None else ""
-    lines = [f"accelkit check {target.family}: {manager}{where}"]
+    lines = [printable(f"accelkit check {target.family}: {manager}{where}")]
     for topic in TOPICS:
         outcomes = [o for o in target.outcomes if o.topic == topic]
         if outcomes:
@@ -168,7 +170,7 @@ def render(target: Target) -> str:
         for outcome in outcomes:
             lines.append(f"    {_MARKS[outcome.status]:<5} {outcome.check}")
             if outcome.message and outcome.status != "passed":
-                lines.extend(f"          {line}" for line in outcome.message.splitlines())
+                lines += [f"          {printable(line)}" for line in outcome.message.splitlines()]
     counts = {s: sum(o.status == s for o in target.outcomes) for s in _MARKS}
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     verdict = "PASSED" if target.ok else "FAILED"

@@ -6,7 +6,7 @@ import argparse
 import warnings
 from typing import TYPE_CHECKING, Any, Optional
 
-from accelkit.cli import EXIT_OK
+from accelkit.cli import EXIT_OK, printable
 from accelkit.cli._common import (
     add_override_option,
     autoload_off_line,
@@ -76,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def report(node: Node, *, verbose: bool = False) -> list[str]:
-    """The human-readable listing of ``node``, as lines."""
+    """The human-readable listing of ``node``, as lines. What plugins wrote (names, labels, a
+    diagnostic's message, an exception's text) is :func:`~accelkit.cli.printable`: each entry
+    stays one line, and none drives the terminal."""
     lines: list[str] = []
     if node.devices:
         lines += table([_row(d) for d in node.devices], COLUMNS)
@@ -84,14 +86,14 @@ def report(node: Node, *, verbose: bool = False) -> list[str]:
         lines.append("No accelerators found on this node.")
     if node.resources:
         lines += ["", "Resources:"]
-        lines += [f"  {name} = {_number(value)}" for name, value in node.resources.items()]
+        lines += [printable(f"  {n} = {_number(v)}") for n, v in node.resources.items()]
     if node.labels:
         lines += ["", "Labels:"]
-        lines += [f"  {name} = {value}" for name, value in node.labels.items()]
+        lines += [printable(f"  {name} = {value}") for name, value in node.labels.items()]
     shown = [d for d in node.diagnostics if verbose or d.level != "info"]
     if shown:
         lines += ["", "Diagnostics:"]
-        lines += [f"  {d.level:<7} {d.family}: {d.message}" for d in shown]
+        lines += [printable(f"  {d.level:<7} {d.family}: {d.message}") for d in shown]
     hidden = len(node.diagnostics) - len(shown)
     if hidden:
         lines += ["", f"({hidden} informational diagnostic(s); -v shows them)"]

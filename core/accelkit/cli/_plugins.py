@@ -8,7 +8,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from accelkit.cli import EXIT_FAILED, EXIT_OK
+from accelkit.cli import EXIT_FAILED, EXIT_OK, printable
 from accelkit.cli._common import autoload_off_line, host_from_args, print_json, table
 
 COLUMNS = ("NAME", "ORIGIN", "DISTRIBUTION", "STATUS", "FAMILIES")
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         if autoload_off:
             print(f"\n{autoload_off}")
     if required_error:
-        print(f"accelkit plugins: {required_error}", file=sys.stderr)
+        print(f"accelkit plugins: {printable(required_error)}", file=sys.stderr)
     failed = required_error or any(info.status == "error" for info in report)
     return EXIT_FAILED if failed else EXIT_OK
 
