@@ -7,15 +7,17 @@ import json
 import os
 import pwd
 import random
+import shlex
 import signal
 import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from accelkit import Node
 from accelkit.cli._run import EXIT_BUSY, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_TIMED_OUT
 from accelkit.ledger._ledger import Ledger
-from ledger_support import H100, ROOT, run, start
+from ledger_support import H100, ROOT, accelkit, run, start
 
 GATED = (
     'echo $CUDA_VISIBLE_DEVICES; while [ ! -e "$0/go$CUDA_VISIBLE_DEVICES" ]; do sleep 0.02; done'
@@ -107,6 +109,34 @@ def test_a_resource_asked_for_zero_hides_its_families_and_leaves_the_others(
     left = run(ledger, *both, env={**shell, "ACCELKIT_NOSET_NVIDIA": "1"})
     assert left.stdout == "unset 0\n", left
     assert "ACCELKIT_NOSET_NVIDIA set" in left.stderr and "sees no device" not in left.stderr
+
+
+@pytest.mark.parametrize(
+    "requests",
+    [["GPU=0", "NPU=1"], ["GPU=0"], ["accelerator_type=A10"], ["NPU=1"]],
+    ids=lambda r: "+".join(r),
+)
+def test_env_gives_the_environment_run_gives_its_command(
+    tmp_path: Path, requests: list[str]
+) -> None:
+    """``accelkit env -r GPU=0 -r NPU=1`` left the GPUs visible (and ``-r GPU=0`` hid nothing),
+    where ``accelkit run`` hides them: an ``eval`` of env's lines gives the shell what run gives
+    its command."""
+    ledger = tmp_path / "ledger.json"
+    mixed = str(ROOT / "examples" / "nodes" / "mixed-nvidia-ascend")
+    shell = {k: v for k, v in os.environ.items() if "VISIBLE" not in k and "NOSET" not in k}
+    words = [word for request in requests for word in ("-r", request)]
+    names = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "ASCEND_RT_VISIBLE_DEVICES")
+    show = " ".join(f'"${{{name}-unset}}"' for name in names)
+    ran = run(ledger, "run", *words, "--host", mixed, "--", "sh", "-c", f"echo {show}", env=shell)
+    script = f'out=$({shlex.join(accelkit(ledger, "env", *words, "--host", mixed))}) && eval "$out"'
+    evaluated = subprocess.run(
+        ["sh", "-c", f"{script} && echo {show}"], capture_output=True, text=True, env=shell
+    )
+    assert ran.returncode == 0 and evaluated.returncode == 0, (ran.stderr, evaluated.stderr)
+    assert evaluated.stdout == ran.stdout
+    if "GPU=0" in requests:
+        assert ran.stdout.split(" ")[0] == ""  # CUDA_VISIBLE_DEVICES set, and empty
 
 
 def test_the_command_gets_the_signals_python_ignores_back_at_their_default(

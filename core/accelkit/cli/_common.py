@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from accelkit.ledger._holder import Holder
     from accelkit.ledger._ledger import Ledger
     from accelkit.node._record import Node
+    from accelkit.schedule._grant import Grant
 
 
 OPERATOR_PREFIX = "ACCELKIT_"
@@ -244,6 +245,21 @@ def open_ledger(
     from accelkit.ledger._ledger import Ledger
 
     return Ledger(args.ledger, node, host=host, overrides=overrides)
+
+
+def hidden_families(
+    hide_others: bool, grant: Grant, request: Mapping[str, object], node: Node
+) -> Union[bool, frozenset[str]]:
+    """What ``Grant.env``'s ``hide_others`` hides from the worker of ``grant`` on ``node``: every
+    family the grant does not touch with ``--hide-others`` or for a grant of no device (as Ray
+    shows a task that asks for no GPU none); otherwise the families that serve a resource asked
+    for zero (``-r GPU=0 -r NPU=1``: the NPU, and no GPU), which the grant itself does not
+    record. ``run`` and ``env`` both ask it, so ``eval "$(accelkit env ...)"`` gives a shell the
+    environment ``accelkit run`` gives its command."""
+    if hide_others or not grant.devices:
+        return True
+    zero = {name for name, quantity in request.items() if quantity == 0}
+    return frozenset(d.family for d in node.devices if d.resource_name in zero)
 
 
 def left_alone(families: Iterable[str]) -> list[str]:

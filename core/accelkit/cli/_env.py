@@ -28,6 +28,7 @@ from accelkit.cli._common import (
     add_ledger_option,
     add_override_option,
     add_request_options,
+    hidden_families,
     host_from_args,
     left_alone,
     left_alone_text,
@@ -66,7 +67,8 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
             "Detect this node (or the snapshot given with --host), grant the request as a "
             "scheduler would on an idle node (taking nothing from the node's ledger, and saying "
             "on stderr when the ledger holds a device it names), and print the worker "
-            "environment as shell lines: "
+            "environment accelkit run would give CMD (a request for no device, -r GPU=0, hides "
+            "the node's devices; -r GPU=0 beside -r NPU=1 hides the GPUs) as shell lines: "
             "`export VAR=value`, and `unset VAR` for variables that must not be set. Use "
             'eval "$(accelkit env -r GPU=1)" to apply it to this shell; in scripts, '
             'out=$(accelkit env -r GPU=1) && eval "$out". In a SLURM TaskProlog, print '
@@ -118,9 +120,14 @@ def run(args: argparse.Namespace) -> int:
         if grant is None:
             print(f"accelkit env: {request} does not fit on this node now", file=sys.stderr)
             return EXIT_FAILED
-        env = grant.env(hide_others=args.hide_others, hooks=not args.no_hints)
+        hidden = (  # no -r at all is no request, not a request for no device
+            hidden_families(args.hide_others, grant, request, node)
+            if args.request
+            else args.hide_others
+        )
+        env = grant.env(hide_others=hidden, hooks=not args.no_hints)
         if not grant.devices:
-            told = _nothing_granted(request, accelerator_type, env)
+            told = _nothing_granted(request, accelerator_type, env, args.hide_others)
             print(f"accelkit env: {told}", file=sys.stderr)
         else:
             _say_held(args, host, grant)
@@ -162,15 +169,19 @@ def _say_held(args: argparse.Namespace, host: Host, grant: Grant) -> None:
 
 
 def _nothing_granted(
-    request: Mapping[str, object], accelerator_type: Optional[str], env: Mapping[str, object]
+    request: Mapping[str, object],
+    accelerator_type: Optional[str],
+    env: Mapping[str, object],
+    hide_others: bool,
 ) -> str:
     """What an env verb that grants no device did, in a sentence (stderr: eval never sees it)."""
     asked = ", ".join(f"{name}={value}" for name, value in request.items())
     if accelerator_type is not None:
         asked = ", ".join(filter(None, [asked, f"{TYPE_OPTION}={accelerator_type}"]))
     what = f"the request ({asked})" if asked else "no request (-r RES=Q)"
+    why = "--hide-others" if hide_others else "a request for no device, as in accelkit run"
     done = (
-        f"printing {len(env)} variable(s) that hide the node's devices (--hide-others)"
+        f"printing {len(env)} variable(s) that hide the node's devices ({why})"
         if env
         else "printing nothing: this shell keeps the devices it sees"
     )

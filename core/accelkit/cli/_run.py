@@ -31,6 +31,7 @@ from accelkit.cli._common import (
     add_ledger_option,
     add_override_option,
     add_request_options,
+    hidden_families,
     host_from_args,
     left_alone,
     left_alone_text,
@@ -124,21 +125,8 @@ def run(args: argparse.Namespace) -> int:
         held = _waits_for(ledger.view(), ledger)
         _say(f"{wants} does not fit now ({held}); use --wait to queue")
         return EXIT_BUSY
-    hidden = _hidden(args.hide_others, grant, request, ledger)
+    hidden = hidden_families(args.hide_others, grant, request, ledger.node)
     return _exec(command, grant, ledger, hidden, dict(args.override))
-
-
-def _hidden(
-    hide_others: bool, grant: Grant, request: Mapping[str, object], ledger: Ledger
-) -> Union[bool, frozenset[str]]:
-    """What ``Grant.env``'s ``hide_others`` hides from the command: every family the grant does
-    not touch with ``--hide-others`` or for a grant of no device; otherwise the families that
-    serve a resource asked for zero (``-r GPU=0 -r NPU=1``: the NPU, and no GPU), which the
-    grant itself does not record."""
-    if hide_others or not grant.devices:
-        return True
-    zero = {name for name, quantity in request.items() if quantity == 0}
-    return frozenset(d.family for d in ledger.node.devices if d.resource_name in zero)
 
 
 def _exec(
