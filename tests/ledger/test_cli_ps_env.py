@@ -24,14 +24,35 @@ def test_ps_with_host_says_what_of_that_node_is_free(tmp_path: Path) -> None:
     )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "0"
     listing = run(ledger, "ps", "--host", H100)
-    assert listing.returncode == 0 and listing.stdout.splitlines()[-1] == "free: GPU 1,2,3,4,5,6,7"
+    assert listing.returncode == 0
+    assert listing.stdout.splitlines()[-1] == "free: GPU 1,2,3,4,5,6,7; GPU 0 (0.5 free)"
     as_json = json.loads(run(ledger, "ps", "--host", H100, "--json").stdout)
     assert as_json["free"] == {"GPU": ["1", "2", "3", "4", "5", "6", "7"]}
+    assert as_json["partly_free"] == {"GPU": [["0", 0.5]]}
+    assert as_json["partly_free_by_family"] == {"nvidia": [["0", 0.5]]}
     assert as_json["grants"][0]["uid"] == os.getuid()
     tpu = str(Path(H100).parent / "tpu-v6e-8")
     other = run(ledger, "ps", "--host", tpu)
     assert "serves another node (GPU=8" in other.stderr
     assert other.stdout.splitlines()[-1] == "free: TPU 0,1,2,3,4,5,6,7"
+    (tmp_path / "go").touch()
+    assert holder.wait(timeout=60) == 0
+
+
+def test_ps_with_host_says_the_share_left_of_a_device_held_in_part(tmp_path: Path) -> None:
+    """With GPU=0.5 held on a one-GPU node, ``ps --host`` said ``free: nothing`` (``"free":
+    {}``) while ``run -r GPU=0.5`` took the other half: a device held in part is free in part."""
+    ledger, one_gpu = tmp_path / "ledger.json", str(Path(H100).parent / "nvidia-h100-1gpu")
+    holder = start(
+        ledger, "run", "-r", "GPU=0.3", "--host", one_gpu, "--", "sh", "-c", HOLD, str(tmp_path)
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "0"
+    assert run(ledger, "ps", "--host", one_gpu).stdout.splitlines()[-1] == "free: GPU 0 (0.7 free)"
+    as_json = json.loads(run(ledger, "ps", "--host", one_gpu, "--json").stdout)
+    assert (as_json["free"], as_json["free_by_family"]) == ({}, {})
+    assert as_json["partly_free"] == {"GPU": [["0", 0.7]]}
+    assert as_json["partly_free_by_family"] == {"nvidia": [["0", 0.7]]}
+    assert run(ledger, "run", "-r", "GPU=0.7", "--host", one_gpu, "--", "true").returncode == 0
     (tmp_path / "go").touch()
     assert holder.wait(timeout=60) == 0
 

@@ -45,7 +45,8 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
             "List the live grants of this node's ledger (holders that ended are reclaimed "
             "first): the holding process, its user, how long it has held, the devices and its "
             "command, with steps under their grant; then the requests waiting, in the order "
-            "they will be served. With --host, also the devices of that node that are free."
+            "they will be served. With --host, also the devices of that node that are free, "
+            "and the share free of a device that grants hold part of (GPU 0 (0.5 free))."
         ),
         epilog="Exit status: 0; 2 when the ledger cannot be read.",
     )
@@ -132,8 +133,7 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(table(rows, ("TICKET", "PID", "USER", "WAITING", "WANTS", "COMMAND"))))
     if free is not None:
         print()
-        whole = [(device, 1.0) for device in free]
-        print(f"free: {devices_text(whole, shared_resources(node_devices))}")
+        print(f"free: {_free_text(free, shared_resources(node_devices))}")
     return EXIT_OK
 
 
@@ -155,10 +155,13 @@ def _in_tree_order(holdings: Sequence[Holding]) -> list[tuple[Holding, int]]:
     return ordered
 
 
-def _free(ledger: Ledger, view: LedgerView) -> list[Device]:
-    """The ``--host`` node's devices no grant of the node holds any share of; a ledger kept for
-    another node holds none of them (said on stderr)."""
+def _free(ledger: Ledger, view: LedgerView) -> list[tuple[Device, float]]:
+    """The ``--host`` node's devices with a share free, and that share: 1 where no grant of the
+    node holds any of it, and what its grants leave of a device of a fractional family (a
+    request for that much still fits: ``GPU=0.5`` beside another's ``GPU=0.5``). A ledger kept
+    for another node holds none of them (said on stderr)."""
     from accelkit.ledger._identity import allocatable, fingerprint
+    from accelkit.quantities import UNIT, from_units, to_units
 
     node = ledger.node
     summary = fingerprint(node)["summary"]
@@ -168,23 +171,62 @@ def _free(ledger: Ledger, view: LedgerView) -> list[Device]:
             f"one ({summary}); it holds nothing of this node",
             file=sys.stderr,
         )
-        held = set()
+        held: dict[tuple[str, str], int] = {}
     else:
-        held = {
-            (d.family, d.id) for h in view.holdings if h.parent is None for d, _ in h.grant.devices
-        }
-    return [d for d in allocatable(node) if (d.family, d.id) not in held]
+        held = {}  # units, of the grants of the node (a step's share lies within its grant's)
+        for holding in view.holdings:
+            if holding.parent is not None:
+                continue
+            for device, share in holding.grant.devices:
+                key = (device.family, device.id)
+                held[key] = held.get(key, 0) + to_units(share)
+    free = []
+    for device in allocatable(node):
+        taken = held.get((device.family, device.id), 0)
+        policy = node.policies.get(device.family)
+        if taken == 0:
+            free.append((device, 1.0))
+        elif taken < UNIT and policy is not None and policy.fractional:
+            free.append((device, from_units(UNIT - taken)))
+    return free
 
 
-def _free_json(free: Sequence[Device]) -> dict[str, dict[str, list[str]]]:
-    """``free``: ids by resource, as ``Grant.ids`` gives a grant's; ``free_by_family``: ids by
-    family, as ``Grant.ids_by_family()``, the unambiguous form where families share a resource."""
+def _free_text(free: Sequence[tuple[Device, float]], shared: frozenset[str]) -> str:
+    """``GPU 1,2,3; GPU 0 (0.5 free)``: the devices free whole, then those with a share free."""
+    whole = [(device, share) for device, share in free if share == 1.0]
+    parts = [devices_text(whole, shared)] if whole else []
+    partly: dict[tuple[float, str, str], list[tuple[Device, float]]] = {}
+    for device, share in free:
+        if share != 1.0:
+            key = (share, device.resource_name, device.family)
+            partly.setdefault(key, []).append((device, 1.0))
+    parts += [f"{devices_text(group, shared)} ({key[0]:g} free)" for key, group in partly.items()]
+    return "; ".join(parts) or "nothing"
+
+
+def _free_json(free: Sequence[tuple[Device, float]]) -> dict[str, dict[str, Any]]:
+    """``free``: ids of the devices free whole, by resource, as ``Grant.ids`` gives a grant's;
+    ``free_by_family``: by family, as ``Grant.ids_by_family()``, the unambiguous form where
+    families share a resource; ``partly_free`` and ``partly_free_by_family``: ``[id, share]``
+    for each device of a fractional family that grants hold part of, the share it has free, in
+    the same two forms (lists, as ``free``: an id may stand twice by resource)."""
     by_resource: dict[str, list[str]] = {}
     by_family: dict[str, list[str]] = {}
-    for device in free:
-        by_resource.setdefault(device.resource_name, []).append(device.id)
-        by_family.setdefault(device.family, []).append(device.id)
-    return {"free": by_resource, "free_by_family": by_family}
+    partly: dict[str, list[tuple[str, float]]] = {}
+    partly_by_family: dict[str, list[tuple[str, float]]] = {}
+    for device, share in free:
+        if share == 1.0:
+            by_resource.setdefault(device.resource_name, []).append(device.id)
+            by_family.setdefault(device.family, []).append(device.id)
+        else:
+            partly.setdefault(device.resource_name, []).append((device.id, share))
+            partly_by_family.setdefault(device.family, []).append((device.id, share))
+    return {
+        "free": by_resource,
+        "free_by_family": by_family,
+        "partly_free": partly,
+        "partly_free_by_family": partly_by_family,
+    }
 
 
 def _user(uid: Optional[int]) -> str:
