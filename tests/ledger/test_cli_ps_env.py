@@ -182,3 +182,12 @@ def test_env_says_when_it_cannot_read_the_ledger_and_still_prints(tmp_path: Path
     assert shown.returncode == 0 and "export CUDA_VISIBLE_DEVICES=0" in shown.stdout
     assert "cannot check the node's ledger" in shown.stderr and "is corrupt" in shown.stderr
     assert json.loads(ledger.read_text()) == {"version": 3, "boot": boot_id()}  # left as it is
+
+
+def test_ps_of_a_file_that_is_no_ledger_says_so_and_never_to_remove_it(tmp_path: Path) -> None:
+    package = tmp_path / "package.json"
+    package.write_text('{"name": "x", "version": "1.0.0"}')
+    listing = run(package, "ps")
+    assert listing.returncode == 2 and listing.stdout == ""
+    assert listing.stderr.startswith(f"accelkit ps: error: {package} is not an accelkit ledger (")
+    assert "rm " not in listing.stderr and "corrupt" not in listing.stderr

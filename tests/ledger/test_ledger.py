@@ -413,10 +413,11 @@ def test_a_ledger_of_another_node_is_refused_while_it_holds_grants(
     ("content", "complaint"),
     [
         ("{not json", "is corrupt"),
+        ('{"version":4,"boot":"b","no', "is corrupt"),
         ("", "is corrupt"),
-        ('{"version": 1}', "is corrupt .*lacks the keys"),
-        ("[1, 2]", "is corrupt"),
-        ('{"version": "1"}', "is corrupt"),
+        ("\0" * 64, "is corrupt"),
+        ('{"version": 1, "boot": "b"}', "is corrupt .*lacks the keys"),
+        ('{"version": "1", "grants": []}', "is corrupt"),
     ],
 )
 def test_a_corrupt_ledger_is_a_clear_error_never_a_reset(
@@ -426,6 +427,31 @@ def test_a_corrupt_ledger_is_a_clear_error_never_a_reset(
     with pytest.raises(LedgerError, match=complaint) as caught:
         Ledger(ledger_path, h100).acquire({"GPU": 1})
     assert str(ledger_path) in str(caught.value) and f"rm {ledger_path}" in str(caught.value)
+    assert ledger_path.read_text() == content
+
+
+@pytest.mark.parametrize(
+    ("content", "what"),
+    [
+        ('{"name": "x", "version": "1.0.0"}', "a JSON object with none of its keys (boot, "),
+        ('{"version": 1}', "a JSON object with none of its keys"),
+        ("[1, 2]", "its JSON is an array, not an object"),
+        ("null", "its JSON is null, not an object"),
+        ("import os\n", "it is not JSON"),
+    ],
+)
+def test_a_file_that_was_never_a_ledger_is_not_called_a_corrupt_one(
+    ledger_path: Path, h100: Node, content: str, what: str
+) -> None:
+    """``--ledger package.json`` was told the ledger was corrupt (its ``version`` '1.0.0') and
+    to remove it: a file without the ledger's keys is someone's own, named by mistake."""
+    ledger_path.write_text(content)
+    for use in (Ledger(ledger_path, h100).view, lambda: Ledger(ledger_path, h100).acquire({})):
+        with pytest.raises(LedgerError) as caught:
+            use()
+        said = str(caught.value)
+        assert said.startswith(f"{ledger_path} is not an accelkit ledger ({what}")
+        assert "rm " not in said and "corrupt" not in said
     assert ledger_path.read_text() == content
 
 

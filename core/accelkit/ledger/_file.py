@@ -28,7 +28,14 @@ from typing import Optional
 from accelkit.errors import LedgerError
 from accelkit.ledger._holder import boot_id
 from accelkit.ledger._location import LEDGER_VAR
-from accelkit.ledger._state import READS, VERSION, LedgerState, state_from_dict
+from accelkit.ledger._state import (
+    READS,
+    VERSION,
+    LedgerState,
+    never_a_ledger,
+    never_ledger_text,
+    state_from_dict,
+)
 
 __all__ = ["LedgerFile"]
 
@@ -176,15 +183,23 @@ class LedgerFile:
             raise self.corrupt(str(error)) from None
         try:
             data = json.loads(raw)
-            version = data.get("version") if isinstance(data, dict) else None
+        except ValueError as error:
+            if never_ledger_text(raw):
+                raise self._stranger("it is not JSON") from None
+            raise self.corrupt(str(error)) from None
+        except RecursionError:  # json nests by recursion: a ledger is never this deep
+            raise self.corrupt("its JSON is nested too deeply to be a ledger") from None
+        stranger = never_a_ledger(data)
+        if stranger is not None:
+            raise self._stranger(stranger)
+        try:
+            version = data.get("version")
             known = isinstance(version, int) and not isinstance(version, bool) and version in READS
-            if isinstance(data, dict) and not known:
+            if not known:
                 raise self._foreign(version)
             return state_from_dict(data)
         except ValueError as error:
             raise self.corrupt(str(error)) from None
-        except RecursionError:  # json nests by recursion: a ledger is never this deep
-            raise self.corrupt("its JSON is nested too deeply to be a ledger") from None
 
     # -- writing -----------------------------------------------------------------------------
     def _write(self, state: LedgerState) -> None:
@@ -239,6 +254,15 @@ class LedgerFile:
             f"the ledger {self.path} is corrupt ({why}); accelkit will not reset it, since that "
             "could hand out devices that running processes hold. If no accelkit work runs on "
             f"this node (or after a reboot), remove it: rm {self.path}"
+        )
+
+    def _stranger(self, what: str) -> LedgerError:
+        """The error for a file no accelkit wrote as a ledger (:func:`never_a_ledger`): the path
+        is wrong, and the file is someone's own, never to remove."""
+        return LedgerError(
+            f"{self.path} is not an accelkit ledger ({what}); accelkit leaves it as it is. Give "
+            f"the path of the node's ledger, or of a file to make (--ledger PATH, path=..., or "
+            f"{LEDGER_VAR})"
         )
 
     def _foreign(self, version: object) -> LedgerError:

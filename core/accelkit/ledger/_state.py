@@ -29,7 +29,16 @@ from typing import Any, Optional
 from accelkit._json import check_keys
 from accelkit.ledger._holder import Holder
 
-__all__ = ["READS", "VERSION", "LedgerState", "Record", "Ticket", "state_from_dict"]
+__all__ = [
+    "READS",
+    "VERSION",
+    "LedgerState",
+    "Record",
+    "Ticket",
+    "never_a_ledger",
+    "never_ledger_text",
+    "state_from_dict",
+]
 
 VERSION = 4
 """The layout this accelkit writes."""
@@ -142,6 +151,37 @@ class LedgerState:
             "grants": [r.to_dict() for r in self.grants],
             "queue": [t.to_dict() for t in self.queue],
         }
+
+
+def never_a_ledger(data: object) -> Optional[str]:
+    """What the JSON ``data`` of a file is, when no accelkit ever wrote it as a ledger; None
+    when it is a ledger, or may be a damaged one. Every layout is an object with the keys of
+    :data:`_KEYS`: JSON that is no object, or an object with none of them but ``version`` (a
+    ``package.json`` has one), was never a ledger. Naming it as the ledger is a mistake of the
+    path, and its owner's file is no corrupt ledger to remove."""
+    if not isinstance(data, dict):
+        return f"its JSON is {_JSON_TYPES.get(type(data), 'a value')}, not an object"
+    if any(key in data for key in _KEYS[1:]):
+        return None
+    return f"a JSON object with none of its keys ({', '.join(_KEYS[1:])})"
+
+
+def never_ledger_text(raw: bytes) -> bool:
+    """Whether bytes that are not JSON were never a ledger: every ledger is written beginning
+    with ``{``. An empty file, one of NUL bytes, and a ledger's beginning cut short are what a
+    crash or a full disk may leave of a ledger: those may be damaged ledgers."""
+    text = raw.strip().strip(b"\0")
+    return bool(text) and not text.startswith(b"{")
+
+
+_JSON_TYPES = {
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "true or false",
+    type(None): "null",
+}
 
 
 def state_from_dict(data: Any) -> LedgerState:
