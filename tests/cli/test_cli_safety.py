@@ -103,6 +103,28 @@ def test_an_empty_request_says_what_it_did(
     assert ("unset" in out or "export" in out) == bool(argv)
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["ls"], ["ls", "--json"], ["env", "-r", "GPU=1"], ["resources"], ["ps"], ["plugins"]],
+    ids=lambda argv: " ".join(argv),
+)
+@pytest.mark.parametrize("host", ["", " "], ids=["empty", "blank"])
+def test_an_empty_host_is_bad_usage_not_this_machine(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], host: str
+) -> None:
+    """``--host "$SNAP"`` with SNAP unset detected this machine and reported it as the
+    snapshot's node (``ls --host ''`` listed the local GPUs)."""
+    ledger = ["--ledger", str(tmp_path / "ledger.json")] if argv[0] in ("env", "ps") else []
+    code, out, err = cli(capsys, *argv, *ledger, "--host", host)
+    assert code == 2
+    assert out == ("false\n" if argv[0] == "env" else "")
+    assert err.splitlines()[-1] == (
+        f"accelkit {argv[0]}: error: argument --host: {host!r} names no directory (an unset "
+        "variable?): give the directory of a snapshot made by `accelkit snapshot`, or leave "
+        "--host out to read this machine"
+    )
+
+
 def test_only_a_type_says_it_takes_no_device(capsys: pytest.CaptureFixture[str]) -> None:
     node = str(NODES / "nvidia-h100-8gpu")
     code, _, err = cli(capsys, "env", "-r", "accelerator_type=H100", "--host", node)

@@ -62,6 +62,7 @@ def build_parser(verb: Optional[str] = None) -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument(
         "--host",
+        type=_snapshot_directory,
         metavar="DIR",
         help="read a node snapshot directory (made by `accelkit snapshot`) instead of this "
         "machine, with its recorded vendor variables; only ACCELKIT_* ones come from this shell",
@@ -82,6 +83,18 @@ def build_parser(verb: Optional[str] = None) -> argparse.ArgumentParser:
     for name in (verb,) if verb in VERBS else VERBS:
         _verb_module(name).register(verbs, common)
     return parser
+
+
+def _snapshot_directory(text: str) -> str:
+    """``--host DIR`` for argparse: an empty DIR is a usage error. ``--host "$SNAP"`` with the
+    variable unset gives one, and read as no ``--host`` it would report this machine as the
+    snapshot's node."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} names no directory (an unset variable?): give the directory of a snapshot "
+            "made by `accelkit snapshot`, or leave --host out to read this machine"
+        )
+    return text
 
 
 def _verb_module(verb: str) -> Any:
