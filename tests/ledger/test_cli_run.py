@@ -186,6 +186,37 @@ def test_ps_lists_waiting_requests_in_order(tmp_path: Path) -> None:
     assert holder.wait(timeout=60) == 0 and waiter.wait(timeout=60) == 0
 
 
+def test_an_empty_command_name_is_refused_before_any_grant(tmp_path: Path) -> None:
+    """``accelkit run -- ''`` took a grant, then failed in exec (``argv first element cannot be
+    empty``, a ValueError) with status 2 and its grant left to the ledger's next look."""
+    ledger = tmp_path / "ledger.json"
+    refused = run(ledger, "run", "-r", "GPU=1", "--host", H100, "--", "", "x")
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        "accelkit run: error: the command's name is empty (an unset variable?): give the "
+        "command to run after --: accelkit run -r GPU=1 -- CMD ...\n"
+    )
+    assert not ledger.exists()  # no grant was ever taken
+
+
+def test_a_command_exec_refuses_as_a_value_gives_its_grant_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """exec raises ValueError for what no process may get (a NUL in an argument or a
+    variable): the grant is given back, as for a command that cannot be run."""
+    from accelkit.cli import main
+
+    def refuse(*_args: object) -> None:
+        raise ValueError("embedded null byte")
+
+    ledger = tmp_path / "ledger.json"
+    monkeypatch.setattr(os, "execvpe", refuse)
+    code = main(["run", "-r", "GPU=1", "--ledger", str(ledger), "--host", H100, "--", "true"])
+    assert code == EXIT_CANNOT_EXECUTE
+    assert "accelkit run: cannot run 'true': embedded null byte" in capsys.readouterr().err
+    assert Ledger(ledger).grants() == []
+
+
 def test_exit_codes_before_the_command_runs(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.json"
     missing = run(ledger, "run", "-r", "GPU=1", "--host", H100, "--", "no-such-command-here")

@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from accelkit.cli import printable
+from accelkit.cli import describe, printable
 from accelkit.cli._common import (
     Quantity,
     add_ledger_option,
@@ -99,6 +99,11 @@ def run(args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise ValueError("give the command to run after --: accelkit run -r GPU=1 -- CMD ...")
+    if not command[0]:  # exec refuses it, once the grant is taken
+        raise ValueError(
+            "the command's name is empty (an unset variable?): give the command to run after "
+            "--: accelkit run -r GPU=1 -- CMD ..."
+        )
     if not args.request:
         raise ValueError("say what to take with -r RES=Q, e.g. -r GPU=1")
     if args.timeout is not None and not args.wait:
@@ -153,10 +158,11 @@ def _exec(
     ignored = _stop_ignoring(PYTHON_IGNORES)
     try:
         os.execvpe(command[0], command, environ)
-    except OSError as error:
+    except (OSError, ValueError) as error:  # ValueError: a NUL in an argument or variable
         _ignore(ignored)
         ledger.discard(grant)
-        _say(f"cannot run {command[0]!r}: {error.strerror}")
+        reason = error.strerror if isinstance(error, OSError) else describe(error)
+        _say(f"cannot run {command[0]!r}: {reason}")
         return EXIT_NOT_FOUND if isinstance(error, FileNotFoundError) else EXIT_CANNOT_EXECUTE
 
 
