@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -182,6 +183,49 @@ def test_env_says_when_it_cannot_read_the_ledger_and_still_prints(tmp_path: Path
     assert shown.returncode == 0 and "export CUDA_VISIBLE_DEVICES=0" in shown.stdout
     assert "cannot check the node's ledger" in shown.stderr and "is corrupt" in shown.stderr
     assert json.loads(ledger.read_text()) == {"version": 3, "boot": boot_id()}  # left as it is
+
+
+@pytest.mark.parametrize("json_output", [False, True], ids=["shell", "json"])
+@pytest.mark.parametrize("request_", ["GPU=1", "GPU=0"])
+def test_env_refuses_a_relative_ledger_as_run_and_ps_do(
+    tmp_path: Path, json_output: bool, request_: str
+) -> None:
+    """``env --ledger rel.json`` (or ``ACCELKIT_LEDGER=rel.json``) printed the exports and
+    exited 0, with a note (or, for a request of no device, said nothing), where ``run``, ``ps``
+    and ``dask-worker`` refuse it: a shell built from it meets no ``run`` of the node's ledger."""
+    asked = ["env", "-r", request_, "--host", H100, *(["--json"] if json_output else [])]
+    shell = {k: v for k, v in os.environ.items() if k not in ("ACCELKIT_LEDGER", "ACCELKIT_GRANT")}
+    given = subprocess.run(
+        [*accelkit(Path("rel.json"), *asked)], capture_output=True, text=True, cwd=tmp_path
+    )
+    from_variable = subprocess.run(
+        [sys.executable, "-m", "accelkit.cli", *asked],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**shell, "ACCELKIT_LEDGER": "rel.json"},
+    )
+    for done, source in ((given, "the ledger path 'rel.json'"), (from_variable, "ACCELKIT_LEDGER")):
+        assert done.returncode == 2
+        assert done.stdout == ("" if json_output else "false\n")
+        assert done.stderr.startswith(f"accelkit env: error: {source}")
+        assert f"give an absolute path (e.g. {tmp_path / 'rel.json'})" in done.stderr
+    assert not (tmp_path / "rel.json").exists()
+
+
+def test_env_only_notes_a_grant_variable_that_names_no_grant(tmp_path: Path) -> None:
+    shell = {**os.environ, "ACCELKIT_GRANT": "garbage", "ACCELKIT_LEDGER": "rel.json"}
+    shown = run(tmp_path / "ledger.json", "env", "-r", "GPU=1", "--host", H100, env=shell)
+    assert shown.returncode == 0 and "export CUDA_VISIBLE_DEVICES=0" in shown.stdout
+    shell.pop("ACCELKIT_LEDGER")
+    done = subprocess.run(
+        [sys.executable, "-m", "accelkit.cli", "env", "-r", "GPU=1", "--host", H100],
+        capture_output=True,
+        text=True,
+        env=shell,
+    )
+    assert done.returncode == 0 and "export CUDA_VISIBLE_DEVICES=0" in done.stdout
+    assert done.stderr.startswith("accelkit env: cannot check the node's ledger: ACCELKIT_GRANT")
 
 
 def test_ps_of_a_file_that_is_no_ledger_says_so_and_never_to_remove_it(tmp_path: Path) -> None:

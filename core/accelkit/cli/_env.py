@@ -16,6 +16,7 @@ sees it), since a shell that uses it would share that device with its holder.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
 import sys
@@ -76,7 +77,11 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         ),
         epilog=(
             "Exit status: 0 on success; 1 when the request does not fit; 2 when it is malformed "
-            "or could never fit on this node (the message says what the node has). On failure "
+            "or could never fit on this node (the message says what the node has), or when "
+            "--ledger or ACCELKIT_LEDGER names no place for a ledger (a relative path, a "
+            "directory), as run refuses it; a ledger that cannot be read (corrupt, another "
+            "node's) or an ACCELKIT_GRANT that names no grant is a note on stderr, and the "
+            "environment is printed all the same. On failure "
             "stdout holds the line `false`, so an eval of it fails as well; with --json it "
             "holds nothing, as for every --json verb (the error is on stderr)."
         ),
@@ -113,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
 
     with stdout_aside():  # eval runs stdout: what plugins print there goes to stderr
         request, accelerator_type = parse_request(args.request)
+        _check_ledger_path(args)
         host = host_from_args(args)
         node = detect_node(host, dict(args.override) or None)
         say_exclusion_warnings("env", node)
@@ -141,6 +147,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(shell_lines(env))
     return EXIT_OK
+
+
+def _check_ledger_path(args: argparse.Namespace) -> None:
+    """Refuse, as ``run`` and ``ps`` do, a ledger path no ledger can be at: ``--ledger``, or
+    else (where no ``ACCELKIT_GRANT`` names the ledger) ``ACCELKIT_LEDGER``, that is relative
+    (each working directory would have its own), empty, or names a directory. Bad usage, not a
+    note beside the exports: ``eval`` would run on with a shell that no ``run`` of this ledger
+    meets. What only the ledger's content can tell (corrupt, another node's, an
+    ``ACCELKIT_GRANT`` that names no grant) stays a note: the environment is right either way."""
+    from accelkit.ledger._location import GRANT_VAR, location_of
+
+    if args.ledger is not None or not os.environ.get(GRANT_VAR, "").strip():
+        location_of(args.ledger)
 
 
 def _say_held(args: argparse.Namespace, host: Host, grant: Grant) -> None:

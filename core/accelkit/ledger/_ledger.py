@@ -45,7 +45,7 @@ from accelkit.ledger._identity import (
     ledger_node,
     mismatch,
 )
-from accelkit.ledger._location import absolute, default_location
+from accelkit.ledger._location import location_of
 from accelkit.ledger._queue import held_back
 from accelkit.ledger._scope import (
     Scope,
@@ -109,11 +109,7 @@ class Ledger:
                 "overrides say how to detect the ledger's node; give them without node, or "
                 "give node detected with them"
             )
-        if path is None:
-            self._location, private = default_location()
-        else:
-            text = os.fspath(path)
-            self._location, private = absolute(text, f"the ledger path {text!r}"), False
+        self._location, private = location_of(path)
         self._file = LedgerFile(self._location, private_parent=private)
         self._given = node
         self._node: Optional[Node] = None

@@ -4,7 +4,7 @@ default; and the rules every ledger path follows (absolute, naming a file)."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional, Union
 
 from accelkit.errors import LedgerError
 
@@ -18,6 +18,7 @@ __all__ = [
     "default_location",
     "default_path",
     "grant_named",
+    "location_of",
     "temp_directory",
 ]
 
@@ -40,6 +41,15 @@ def default_path() -> tuple[Path, bool]:
 
     location, per_user = default_location()
     return Path(location), per_user
+
+
+def location_of(path: Optional[Union[str, os.PathLike[str]]]) -> tuple[str, bool]:
+    """The ledger ``Ledger(path)`` uses, as text, and whether it is the per-user one:
+    :func:`default_location` for None, else ``path`` as :func:`absolute` allows it."""
+    if path is None:
+        return default_location()
+    text = os.fspath(path)
+    return absolute(text, f"the ledger path {text!r}"), False
 
 
 def default_location() -> tuple[str, bool]:
