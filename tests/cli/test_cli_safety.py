@@ -125,6 +125,28 @@ def test_an_empty_host_is_bad_usage_not_this_machine(
     )
 
 
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        ([], "no request (-r RES=Q) takes no device; printing the grant, its env empty: "),
+        (
+            ["-r", "GPU=0"],
+            "the request (GPU=0) takes no device; printing the grant, its env holding 2 "
+            "variable(s) that hide the node's devices (a request for no device, as in accelkit "
+            "run)",
+        ),
+    ],
+)
+def test_an_empty_request_in_json_says_it_prints_the_grant(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    """``env -r GPU=0 --json`` said "printing nothing" and printed a JSON grant."""
+    node = str(NODES / "nvidia-h100-8gpu")
+    code, out, err = cli(capsys, "env", *argv, "--json", "--host", node)
+    assert code == 0 and said in err and "printing nothing" not in err
+    assert len(json.loads(out)["env"]) == (2 if argv else 0)
+
+
 def test_only_a_type_says_it_takes_no_device(capsys: pytest.CaptureFixture[str]) -> None:
     node = str(NODES / "nvidia-h100-8gpu")
     code, _, err = cli(capsys, "env", "-r", "accelerator_type=H100", "--host", node)

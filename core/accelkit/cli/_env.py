@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         )
         env = grant.env(hide_others=hidden, hooks=not args.no_hints)
         if not grant.devices:
-            told = _nothing_granted(request, accelerator_type, env, args.hide_others)
+            told = _nothing_granted(request, accelerator_type, env, args)
             print(f"accelkit env: {told}", file=sys.stderr)
         else:
             _say_held(args, host, grant)
@@ -191,19 +191,21 @@ def _nothing_granted(
     request: Mapping[str, object],
     accelerator_type: Optional[str],
     env: Mapping[str, object],
-    hide_others: bool,
+    args: argparse.Namespace,
 ) -> str:
-    """What an env verb that grants no device did, in a sentence (stderr: eval never sees it)."""
+    """What an env verb that grants no device did, in a sentence (stderr: eval never sees it);
+    with ``--json`` it prints the grant all the same, and says what its ``env`` holds."""
     asked = ", ".join(f"{name}={value}" for name, value in request.items())
     if accelerator_type is not None:
         asked = ", ".join(filter(None, [asked, f"{TYPE_OPTION}={accelerator_type}"]))
     what = f"the request ({asked})" if asked else "no request (-r RES=Q)"
-    why = "--hide-others" if hide_others else "a request for no device, as in accelkit run"
-    done = (
-        f"printing {len(env)} variable(s) that hide the node's devices ({why})"
-        if env
-        else "printing nothing: this shell keeps the devices it sees"
-    )
+    why = "--hide-others" if args.hide_others else "a request for no device, as in accelkit run"
+    hide = f"{len(env)} variable(s) that hide the node's devices ({why})"
+    keep = "this shell keeps the devices it sees"
+    if args.format == "json":
+        done = f"printing the grant, its env {f'holding {hide}' if env else f'empty: {keep}'}"
+    else:
+        done = f"printing {hide}" if env else f"printing nothing: {keep}"
     return f"{what} takes no device; {done}"
 
 
