@@ -176,6 +176,22 @@ def test_env_takes_nothing_and_says_when_the_ledger_holds_what_it_names(tmp_path
     assert quiet.returncode == 0 and quiet.stderr == ""
 
 
+def test_env_names_only_the_devices_it_shares_with_a_holder(tmp_path: Path) -> None:
+    """With GPU=8 held, ``env -r GPU=1`` said the ledger held "devices this environment names
+    (GPU 0,1,2,3,4,5,6,7 by pid ...)": the holder's whole grant, where it names GPU 0 only."""
+    ledger = tmp_path / "ledger.json"
+    holder = start(
+        ledger, "run", "-r", "GPU=8", "--host", H100, "--", "sh", "-c", HOLD, str(tmp_path)
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "0,1,2,3,4,5,6,7"
+    one = run(ledger, "env", "-r", "GPU=1", "--host", H100)
+    two = run(ledger, "env", "-r", "GPU=2", "--host", H100)
+    (tmp_path / "go").touch()
+    assert holder.wait(timeout=60) == 0
+    assert f"names (GPU 0 by pid {holder.pid} (sh -c " in one.stderr
+    assert f"names (GPU 0,1 by pid {holder.pid} (sh -c " in two.stderr
+
+
 def test_env_says_when_it_cannot_read_the_ledger_and_still_prints(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.json"
     ledger.write_text(json.dumps({"version": 3, "boot": boot_id()}))

@@ -103,7 +103,7 @@ def test_a_process_naming_its_device_by_another_token_takes_exactly_that_device(
     assert restricted.acquire({"CARD": 1}) is None  # not now: the card it sees is held
     (seen,) = detect_node(by_bus, registry=plugins).devices
     assert seen.id == "0000:04:00.0"
-    assert [h.grant.token for h in restricted.holding([seen])] == [whole.token]
+    assert [h.grant.token for h, _named in restricted.holding([seen])] == [whole.token]
     everything.release(whole)
     first = everything.acquire({"CARD": 1})
     assert first is not None and first.ids == {"CARD": ["0"]}

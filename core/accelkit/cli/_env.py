@@ -40,7 +40,7 @@ from accelkit.cli._common import (
     resource_text,
     say_exclusion_warnings,
 )
-from accelkit.schedule._grant import grant_text, shared_resources
+from accelkit.schedule._grant import devices_text, shared_resources
 
 if TYPE_CHECKING:
     from accelkit.host import Host
@@ -176,8 +176,8 @@ def _say_held(args: argparse.Namespace, host: Host, grant: Grant) -> None:
         return
     if holdings:
         shared = shared_resources(ledger.node.devices)
-        held = "; ".join(
-            f"{grant_text(h.grant, shared)} by {process_text(h.holder)}" for h in holdings
+        held = "; ".join(  # the devices both name, not the rest of the holder's grant
+            f"{devices_text(named, shared)} by {process_text(h.holder)}" for h, named in holdings
         )
         print(
             f"accelkit env: the ledger {ledger.path} holds devices this environment names "

@@ -274,9 +274,12 @@ class Ledger:
             reclaim(state, self._location, self._uuids)
             return self._view(state)
 
-    def holding(self, devices: Iterable[Device]) -> list[Holding]:
+    def holding(
+        self, devices: Iterable[Device]
+    ) -> list[tuple[Holding, list[tuple[Device, float]]]]:
         """The live grants that hold any of ``devices`` (as this process's node lists them,
-        matched to the ledger's node), other than the grants this process runs on. Reads the
+        matched to the ledger's node), other than the grants this process runs on, each with
+        the devices of those it holds (and its shares), not the rest of its grant. Reads the
         ledger without changing it; a ledger kept for another node holds none of them."""
         state = self._file.peek()
         try:
@@ -300,12 +303,12 @@ class Ledger:
             if match is not None:
                 keys.add((match.family, match.id))
         mine = lineage(state, self._enclosing)
-        return [
-            holding
-            for holding in self._view(state).holdings
-            if holding.grant.token not in mine
-            and any((d.family, d.id) in keys for d, _share in holding.grant.devices)
-        ]
+        found = []
+        for holding in self._view(state).holdings:
+            named = [(d, share) for d, share in holding.grant.devices if (d.family, d.id) in keys]
+            if named and holding.grant.token not in mine:
+                found.append((holding, named))
+        return found
 
     def discard(self, grant: Grant) -> bool:
         """Give ``grant`` back if the ledger still holds it; whether it did. Its steps, if any
