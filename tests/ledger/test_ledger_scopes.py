@@ -16,6 +16,7 @@ from accelkit import (
     FakeHost,
     Host,
     LedgerError,
+    Node,
     Registry,
     Unsatisfiable,
     detect_node,
@@ -319,6 +320,25 @@ def test_a_relative_path_is_refused_with_the_absolute_one_to_give(
     monkeypatch.setenv(LEDGER_VAR, "group/ledger.json")
     with pytest.raises(LedgerError, match=rf"{LEDGER_VAR}='group/ledger.json' is a relative"):
         Ledger()
+
+
+@pytest.mark.parametrize("under", ["", "a/b/"], ids=["parent", "ancestor"])
+def test_a_path_under_a_file_says_so_not_that_a_directory_is_missing(
+    tmp_path: Path, h100: Node, under: str
+) -> None:
+    """``--ledger /x/file.py/l.json`` said "its directory /x/file.py does not exist" (or, to
+    ``ps``, "Not a directory"): it exists, as a file."""
+    (tmp_path / "file.py").write_text("")
+    path = f"{tmp_path}/file.py/{under}ledger.json"
+    for use in ("view", "acquire"):
+        with pytest.raises(LedgerError) as caught:
+            ledger = Ledger(path, h100)
+            ledger.view() if use == "view" else ledger.acquire({"GPU": 1})
+        assert str(caught.value) == (
+            f"the ledger path {path!r} lies under {tmp_path}/file.py, which is a file, not a "
+            "directory: no ledger can be made there; give the path of a file in a directory"
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file.py"]
 
 
 @pytest.mark.parametrize("name", ["", ".", ".."])

@@ -111,7 +111,20 @@ def absolute(path: str, source: str) -> str:
             f"{source} names no regular file (a device, a pipe or a socket), which cannot be "
             "a ledger: give the path of a file, or of one to make"
         )
+    above = _nearest_existing(os.path.dirname(path))
+    if not os.path.isdir(above):
+        raise LedgerError(
+            f"{source} lies under {above}, which is a file, not a directory: no ledger can be "
+            "made there; give the path of a file in a directory"
+        )
     return path
+
+
+def _nearest_existing(directory: str) -> str:
+    """``directory``, or the nearest directory above it that exists (``/`` at last)."""
+    while not os.path.exists(directory) and os.path.dirname(directory) != directory:
+        directory = os.path.dirname(directory)
+    return directory
 
 
 def _names_a_directory(path: str) -> bool:
