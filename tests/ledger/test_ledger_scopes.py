@@ -341,6 +341,26 @@ def test_a_path_under_a_file_says_so_not_that_a_directory_is_missing(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file.py"]
 
 
+@pytest.mark.parametrize("slashes", ["/", "//"])
+def test_a_file_path_with_a_trailing_slash_is_told_to_drop_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slashes: str
+) -> None:
+    """``--ledger /x/ledger.json/`` was said to name a directory, with ``/x/ledger.json/
+    ledger.json`` to give instead: where no such directory is, the file was meant."""
+    path = f"{tmp_path}/ledger.json{slashes}"
+    with pytest.raises(LedgerError) as caught:
+        Ledger(path)
+    assert str(caught.value) == (
+        f"the ledger path {path!r} ends with '/', which names a directory, and there is none at "
+        f"{tmp_path}/ledger.json: the ledger is a file; give its path without the '/' "
+        f"({tmp_path}/ledger.json)"
+    )
+    monkeypatch.setenv(LEDGER_VAR, path)
+    with pytest.raises(LedgerError, match=rf"{LEDGER_VAR}='.*' ends with '/'.*without the '/'"):
+        Ledger()
+    assert sorted(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("name", ["", ".", ".."])
 def test_a_path_that_names_a_directory_is_refused_with_a_file_to_give(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str

@@ -94,12 +94,25 @@ def grant_named(value: str) -> tuple[int, str]:
 def absolute(path: str, source: str) -> str:
     """``path`` as the ledger's path; a relative one is refused, ``source`` saying where it came
     from: it would name another ledger in every working directory, and the processes of one
-    node must meet in one file. So is one that names a directory, or anything but a regular
-    file: no ledger can be kept there (``/dev/null`` read as a corrupt ledger)."""
+    node must meet in one file. So is one that names a directory (a trailing ``/`` where no
+    directory is: the file's path without it is meant), anything but a regular file, or lies
+    under a file: no ledger can be kept there (``/dev/null`` read as a corrupt ledger)."""
     if not os.path.isabs(path):
         raise LedgerError(
             f"{source} is a relative path, which would give every working directory its own "
             f"ledger; give an absolute path (e.g. {os.path.abspath(path or '.')})"
+        )
+    bare = path.rstrip("/")
+    if path.endswith("/") and bare and not os.path.exists(bare) and not _names_a_directory(bare):
+        raise LedgerError(
+            f"{source} ends with '/', which names a directory, and there is none at {bare}: "
+            f"the ledger is a file; give its path without the '/' ({bare})"
+        )
+    above = _nearest_existing(os.path.dirname(path))
+    if not os.path.isdir(above):
+        raise LedgerError(
+            f"{source} lies under {above}, which is a file, not a directory: no ledger can be "
+            "made there; give the path of a file in a directory"
         )
     if _names_a_directory(path) or os.path.isdir(path):
         raise LedgerError(
@@ -111,17 +124,11 @@ def absolute(path: str, source: str) -> str:
             f"{source} names no regular file (a device, a pipe or a socket), which cannot be "
             "a ledger: give the path of a file, or of one to make"
         )
-    above = _nearest_existing(os.path.dirname(path))
-    if not os.path.isdir(above):
-        raise LedgerError(
-            f"{source} lies under {above}, which is a file, not a directory: no ledger can be "
-            "made there; give the path of a file in a directory"
-        )
     return path
 
 
 def _nearest_existing(directory: str) -> str:
-    """``directory``, or the nearest directory above it that exists (``/`` at last)."""
+    """``directory``, or the nearest path above it that exists (``/`` at last)."""
     while not os.path.exists(directory) and os.path.dirname(directory) != directory:
         directory = os.path.dirname(directory)
     return directory
