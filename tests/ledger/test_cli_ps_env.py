@@ -251,3 +251,21 @@ def test_ps_of_a_file_that_is_no_ledger_says_so_and_never_to_remove_it(tmp_path:
     assert listing.returncode == 2 and listing.stdout == ""
     assert listing.stderr.startswith(f"accelkit ps: error: {package} is not an accelkit ledger (")
     assert "rm " not in listing.stderr and "corrupt" not in listing.stderr
+
+
+@pytest.mark.parametrize(
+    "verb", [["ps"], ["env", "-r", "GPU=1", "--host", H100]], ids=["ps", "env"]
+)
+def test_an_empty_ledger_path_is_bad_usage_said_as_such(verb: list[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "accelkit.cli", verb[0], "--ledger", "", *verb[1:]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ("false\n" if verb[0] == "env" else "")
+    assert done.stderr == (
+        f"accelkit {verb[0]}: error: the ledger path '' is empty: give the absolute path of the "
+        "ledger's file, or none (no --ledger, path=None) for the default ledger\n"
+    )

@@ -341,6 +341,18 @@ def test_a_path_under_a_file_says_so_not_that_a_directory_is_missing(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file.py"]
 
 
+@pytest.mark.parametrize("path", ["", " "])
+def test_an_empty_path_is_said_to_be_empty(path: str) -> None:
+    """``--ledger ''`` was called relative, with the working directory to give instead, which
+    is then refused as a directory."""
+    with pytest.raises(LedgerError) as caught:
+        Ledger(path)
+    assert str(caught.value) == (
+        f"the ledger path {path!r} is empty: give the absolute path of the ledger's file, or "
+        "none (no --ledger, path=None) for the default ledger"
+    )
+
+
 @pytest.mark.parametrize("slashes", ["/", "//"])
 def test_a_file_path_with_a_trailing_slash_is_told_to_drop_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slashes: str

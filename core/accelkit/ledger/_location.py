@@ -97,10 +97,15 @@ def absolute(path: str, source: str) -> str:
     node must meet in one file. So is one that names a directory (a trailing ``/`` where no
     directory is: the file's path without it is meant), anything but a regular file, or lies
     under a file: no ledger can be kept there (``/dev/null`` read as a corrupt ledger)."""
+    if not path.strip():  # an unset variable's, as often as not
+        raise LedgerError(
+            f"{source} is empty: give the absolute path of the ledger's file, or none (no "
+            "--ledger, path=None) for the default ledger"
+        )
     if not os.path.isabs(path):
         raise LedgerError(
             f"{source} is a relative path, which would give every working directory its own "
-            f"ledger; give an absolute path (e.g. {os.path.abspath(path or '.')})"
+            f"ledger; give an absolute path (e.g. {os.path.abspath(path)})"
         )
     bare = path.rstrip("/")
     if path.endswith("/") and bare and not os.path.exists(bare) and not _names_a_directory(bare):
