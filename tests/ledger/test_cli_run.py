@@ -259,6 +259,28 @@ def test_exit_codes_before_the_command_runs(tmp_path: Path) -> None:
         assert usage.returncode == 2 and complaint in usage.stderr
 
 
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [
+        ("-5", "'-5' is negative: give the seconds to wait, 0 or more (e.g. 30 or 0.5)"),
+        ("-0.5", "'-0.5' is negative: give the seconds to wait, 0 or more"),
+        ("soon", "'soon' is not a number of seconds (e.g. 30 or 0.5)"),
+        ("nan", "'nan' is not a number of seconds"),
+    ],
+)
+def test_a_timeout_that_is_no_wait_says_why(
+    capsys: pytest.CaptureFixture[str], seconds: str, said: str
+) -> None:
+    """``--timeout -5`` said "'-5' is not a number of seconds": it is one, a negative one."""
+    from accelkit.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["run", "-r", "GPU=1", "--wait", "--timeout", seconds, "--", "true"])
+    assert stop.value.code == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.startswith(f"accelkit run: error: argument --timeout: {said}")
+
+
 def test_kill_9_at_random_moments_leaves_no_lost_or_phantom_grant(
     tmp_path: Path, h100: Node
 ) -> None:

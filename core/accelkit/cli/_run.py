@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import sys
 from collections import Counter
 from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from accelkit.cli import describe, printable
 from accelkit.cli._common import (
@@ -86,7 +87,7 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         type=_seconds,
         default=None,
         metavar="S",
-        help="with --wait: give up after S seconds",
+        help="with --wait: give up after S seconds (0 or more)",
     )
     add_ledger_option(parser)
     add_override_option(parser, "as `accelkit ls` does")
@@ -264,11 +265,17 @@ def _say(message: str) -> None:
     print(f"accelkit run: {message}", file=sys.stderr, flush=True)
 
 
-def _seconds(text: str) -> Optional[float]:
+def _seconds(text: str) -> float:
+    """``--timeout S`` for argparse: seconds, 0 or more (0: the request fits at once or not),
+    and a usage error that says which rule ``text`` broke."""
     try:
         value = float(text)
     except ValueError:
-        value = -1.0
-    if not value >= 0:
+        value = math.nan
+    if math.isnan(value):
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (e.g. 30 or 0.5)")
+    if value < 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is negative: give the seconds to wait, 0 or more (e.g. 30 or 0.5)"
+        )
     return value
