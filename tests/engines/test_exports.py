@@ -19,6 +19,7 @@ from accelkit import Device, Node, detect_node, load_snapshot
 from accelkit.exports import to_dask, to_gres, to_nfd, to_ray
 from accelkit.exports._gres import _ranges
 from accelkit.exports._labels import label_value, relabel
+from accelkit.exports._ray import RAY_ACCELERATOR_RESOURCES
 from accelkit.policy import FamilyPolicy
 from engine_nodes import NODES, ROOT, SNAPSHOTS
 from hypothesis import given
@@ -52,11 +53,108 @@ def test_ray_start_parses_the_arguments_into_the_node_resources_and_labels(node:
     labels = parse_node_labels_string(params["labels"])
     # RayParams refuses GPU (and CPU, memory) inside resources, as `ray start` does.
     RayParams(num_gpus=params["num_gpus"], resources=resources, labels=labels)
-    offered = dict(resources)
-    if params["num_gpus"] is not None:
-        offered["GPU"] = params["num_gpus"]
-    assert offered == node.resources
+    offered = {**resources, "GPU": params["num_gpus"]}
+    assert {name: n for name, n in offered.items() if n or name in node.resources} == (
+        node.resources
+    )
+    assert {name for name, n in offered.items() if not n} >= (
+        set(RAY_ACCELERATOR_RESOURCES) - set(node.resources)
+    )
     assert labels == {"accelkit/" + k.split("/", 1)[1]: v for k, v in node.labels.items()}
+
+
+@NEEDS_RAY
+def test_rays_accelerator_resources_are_the_ones_ray_detects() -> None:
+    """The core's list of what a raylet detects on its own is Ray's, for the Ray installed."""
+    from ray._private.accelerators import get_all_accelerator_resource_names
+
+    assert set(RAY_ACCELERATOR_RESOURCES) == get_all_accelerator_resource_names()
+    assert len(RAY_ACCELERATOR_RESOURCES) == len(set(RAY_ACCELERATOR_RESOURCES))
+
+
+@pytest.fixture
+def ray_finds_eight_of_everything(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each of Ray's accelerator managers finds 8 devices on this machine (NVIDIA's serving
+    ``GPU``), none narrowed by a variable, no type: what a raylet would count of each family
+    that ``ray start`` gives no number of."""
+    from ray._private import accelerators
+
+    managers = accelerators.get_all_accelerator_managers()
+    for manager in managers:
+        monkeypatch.setattr(manager, "get_current_node_num_accelerators", staticmethod(lambda: 8))
+        for name in (
+            "get_current_process_visible_accelerator_ids",
+            "get_current_node_accelerator_type",
+            "get_current_node_additional_resources",
+        ):
+            monkeypatch.setattr(manager, name, staticmethod(lambda: None))
+    by_resource = {manager.get_resource_name(): manager for manager in managers}
+    by_resource["GPU"] = accelerators.NvidiaGPUAcceleratorManager
+    lookup = accelerators.get_accelerator_manager_for_resource  # Ray's cache of that choice
+    monkeypatch.setattr(lookup, "_resource_name_to_accelerator_manager", by_resource, raising=False)
+    monkeypatch.delenv("RAY_OVERRIDE_RESOURCES", raising=False)
+
+
+def rays_node(arguments: list[str]) -> dict[str, float]:
+    """The resources a raylet started with ``arguments`` offers, as Ray's own
+    ``ResourceAndLabelSpec`` resolves them (Ray's CPU, memory and address resources left out)."""
+    from ray._private.resource_and_label_spec import ResourceAndLabelSpec
+    from ray._private.utils import parse_resources_json
+    from ray.autoscaler._private.cli_logger import cf, cli_logger
+    from ray.scripts.scripts import start
+
+    params = start.make_context("start", ["--head", *arguments]).params
+    spec = ResourceAndLabelSpec(
+        num_cpus=1,
+        num_gpus=params["num_gpus"],
+        memory=10**9,
+        object_store_memory=10**9,
+        resources=parse_resources_json(params["resources"] or "{}", cli_logger, cf),
+    )
+    offered = spec.resolve(is_head=True, node_ip_address="127.0.0.1").to_resource_dict()
+    return {
+        name: amount
+        for name, amount in offered.items()
+        if name not in ("CPU", "memory", "object_store_memory") and not name.startswith("node:")
+    }
+
+
+EMPTIED = {
+    "gpu-overridden-to-0": ("nvidia-h100-8gpu", {}, {"GPU": 0}),
+    "every-gpu-excluded": (
+        "nvidia-h100-8gpu",
+        {"ACCELKIT_EXCLUDE_DEVICES": ",".join(f"nvidia:{n}" for n in range(8))},
+        None,
+    ),
+    "every-core-excluded": (
+        "neuron-trn1-32xlarge",
+        {"ACCELKIT_EXCLUDE_DEVICES": ",".join(f"neuron:{n}" for n in range(32))},
+        None,
+    ),
+}
+
+
+@NEEDS_RAY
+@pytest.mark.usefixtures("ray_finds_eight_of_everything")
+def test_a_raylet_offers_only_what_the_node_offers(node: Node) -> None:
+    """A raylet counts what its managers find of every accelerator it is given no number of:
+    beside the node's own resources, ``to_ray`` gives it 0 of each, so it adds none."""
+    assert rays_node(to_ray(node)) == node.resources
+
+
+@NEEDS_RAY
+@pytest.mark.usefixtures("ray_finds_eight_of_everything")
+@pytest.mark.parametrize(("snapshot", "env", "override"), EMPTIED.values(), ids=list(EMPTIED))
+def test_a_raylet_offers_no_devices_of_a_family_the_node_left_none_of(
+    snapshot: str, env: dict[str, str], override: dict[str, float]
+) -> None:
+    # With GPU=0 no --num-gpus was written, which Ray reads as "detect": the raylet offered
+    # the 8 GPUs the operator had taken away (and 8 of another family beside them).
+    node = detect_node(load_snapshot(SNAPSHOTS / snapshot, env=env), override)
+    assert "GPU" not in node.resources or override
+    arguments = to_ray(node)
+    assert rays_node(arguments) == {name: n for name, n in node.resources.items() if n}
+    assert arguments[0] == "--num-gpus=0"
 
 
 def test_ray_arguments_survive_shell_word_splitting() -> None:
@@ -167,7 +265,8 @@ def test_any_whole_node_resources_survive_ray_start(resources: dict[str, float],
 
     node = Node(resources={**resources, "GPU": float(gpus)})
     params = start.make_context("start", to_ray(node)).params
-    assert {**parse_resources_json(params["resources"], cli_logger, cf), "GPU": gpus} == (
+    offered = {**parse_resources_json(params["resources"], cli_logger, cf), "GPU": gpus}
+    assert {name: n for name, n in offered.items() if n or name in node.resources} == (
         node.resources
     )
 

@@ -11,10 +11,28 @@ from accelkit.exports._labels import relabel
 if TYPE_CHECKING:
     from accelkit.node._record import Node
 
-__all__ = ["RAY_LABEL_PREFIX", "to_ray"]
+__all__ = ["RAY_ACCELERATOR_RESOURCES", "RAY_LABEL_PREFIX", "to_ray"]
 
 RAY_LABEL_PREFIX = "accelkit/"
 """Node labels go to Ray under this prefix (``ray.io/`` is Ray's own)."""
+
+RAY_ACCELERATOR_RESOURCES = (
+    "GPU",
+    "TPU",
+    "neuron_cores",
+    "HPU",
+    "NPU",
+    "RBLN",
+    "FURIOSA",
+    "MBLT",
+    "TTNPU",
+)
+"""The resources Ray's own accelerator managers detect, as of Ray 2.60
+(``ray._private.accelerators.get_all_accelerator_resource_names()``, which the core cannot import
+without Ray; tests/engines compares the two where Ray is installed). A raylet given no number of
+one of them counts what its manager finds (``ResourceAndLabelSpec._get_current_node_accelerator``
+reads a missing ``--num-gpus``, or a name missing from ``--resources``, as "detect"), so
+``to_ray`` gives each a number: 0 where the node has none."""
 
 _RAY_OWN = ("CPU", "memory", "object_store_memory")
 """Ray's default resources, which it refuses in ``--resources`` (GPU goes to ``--num-gpus``)."""
@@ -28,24 +46,27 @@ _RAY_MOST = 100e12
 
 
 def to_ray(node: Node) -> list[str]:
-    """``["--num-gpus=8", '--resources={"accelerator_type:H100":1}', "--labels=..."]``.
+    """``["--num-gpus=8", '--resources={"accelerator_type:H100":1,"TPU":0,...}', "--labels=..."]``.
 
     GPUs of any family are ``--num-gpus`` (Ray refuses ``GPU`` inside ``--resources``); every
     other resource, accelerator types and TPU slice names included, is in the ``--resources``
-    JSON; node labels are ``--labels`` in Kubernetes label syntax. No argument holds whitespace,
-    so ``ray start $(accelkit resources --format ray)`` passes each one whole.
+    JSON; node labels are ``--labels`` in Kubernetes label syntax. An accelerator resource the
+    node has none of is written as 0 (``--num-gpus=0``, ``"TPU":0``), which Ray drops from the
+    node, so that the raylet does not detect devices the node left out (see
+    :data:`RAY_ACCELERATOR_RESOURCES`). No argument holds whitespace, so
+    ``ray start $(accelkit resources --format ray)`` passes each one whole.
     """
     resources = dict(node.resources)
+    for name in _accelerator_resources(node):
+        resources.setdefault(name, 0.0)
     refused = [name for name in resources if name in _RAY_OWN or name.startswith(_RAY_NODE_PREFIX)]
     if refused:
         raise ValueError(f"Ray reserves the resource name(s) {refused}; rename them on this node")
-    args: list[str] = []
-    gpus = resources.pop("GPU", None)
-    if gpus is not None:
-        if not float(gpus).is_integer():
-            raise ValueError(f"ray start --num-gpus takes a whole number; this node has GPU={gpus}")
-        args.append(f"--num-gpus={int(gpus)}")
-        _warn_if_ray_numbers_other_gpus(node)
+    gpus = resources.pop("GPU")
+    if not float(gpus).is_integer():
+        raise ValueError(f"ray start --num-gpus takes a whole number; this node has GPU={gpus}")
+    args = [f"--num-gpus={int(gpus)}"]
+    _warn_if_ray_numbers_other_gpus(node)
     spaced = [name for name in resources if any(ch.isspace() for ch in name)]
     if spaced:
         raise ValueError(f"resource names with whitespace cannot be ray start arguments: {spaced}")
@@ -59,13 +80,21 @@ def to_ray(node: Node) -> list[str]:
         raise ValueError(
             f"ray start takes at most {_RAY_MOST:g} of a resource; this node has {huge}"
         )
-    if resources:
-        values = {name: number(value) for name, value in resources.items()}
-        args.append("--resources=" + json.dumps(values, separators=(",", ":")))
+    values = {name: number(value) for name, value in resources.items()}
+    args.append("--resources=" + json.dumps(values, separators=(",", ":")))
     labels = relabel(node.labels, RAY_LABEL_PREFIX)
     if labels:
         args.append("--labels=" + ",".join(f"{key}={value}" for key, value in labels.items()))
     return args
+
+
+def _accelerator_resources(node: Node) -> list[str]:
+    """The accelerator resources a raylet might detect on its own: Ray's
+    (:data:`RAY_ACCELERATOR_RESOURCES`) and those of every family registered where the node was
+    detected (``node.policies``, a family without devices included), which a later Ray may learn
+    to detect as it learned ``RBLN`` and ``TTNPU``; sorted, so the text does not depend on the
+    order plugins loaded in."""
+    return sorted({*RAY_ACCELERATOR_RESOURCES, *(p.resource_name for p in node.policies.values())})
 
 
 def _warn_if_ray_numbers_other_gpus(node: Node) -> None:
