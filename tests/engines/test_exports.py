@@ -189,6 +189,44 @@ def test_ray_export_warns_where_rays_gpu_ids_are_not_the_nodes() -> None:
         to_ray(detect_node(load_snapshot(h100, env=narrowed_and_excluded)))
 
 
+RAY_NUMBERED = {
+    "neuron": ("neuron-trn1-32xlarge", "neuron:5", "NEURON_RT_VISIBLE_CORES=0,1,2,3,4,6,7,"),
+    "gaudi": ("gaudi2-8", "gaudi:3", "HABANA_VISIBLE_MODULES=0,1,2,4,5,6,7 ray start"),
+    "ascend": ("ascend-910b-8", "ascend:3", "ASCEND_RT_VISIBLE_DEVICES=0,1,2,4,5,6,7 ray start"),
+    "tpu": ("tpu-v6e-8", "tpu:1", "TPU_VISIBLE_CHIPS=0,2,3,4,5,6,7 ray start"),
+}
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "excluded", "advice"), RAY_NUMBERED.values(), ids=list(RAY_NUMBERED)
+)
+def test_ray_export_warns_where_rays_ids_are_not_the_nodes_for_every_family_ray_numbers(
+    snapshot: str, excluded: str, advice: str
+) -> None:
+    # Ray hands out "neuron_cores":31 as cores 0-30, whatever family: with core 5 excluded, a
+    # task on core 5 ran on the core the operator left out, and no warning said so.
+    node = detect_node(
+        load_snapshot(SNAPSHOTS / snapshot, env={"ACCELKIT_EXCLUDE_DEVICES": excluded})
+    )
+    with pytest.warns(UserWarning, match=re.escape(advice)) as said:
+        to_ray(node)
+    assert said[0].filename == __file__
+    assert len(said) == 1
+
+
+def test_ray_export_advises_a_comma_list_ray_can_read() -> None:
+    """Ray splits a raylet's ``NEURON_RT_VISIBLE_CORES`` on ``,`` and reads no ranges: the
+    advice lists every core, not the family's own ``0-4,6-31``."""
+    trn1 = load_snapshot(
+        SNAPSHOTS / "neuron-trn1-32xlarge", env={"ACCELKIT_EXCLUDE_DEVICES": "neuron:5"}
+    )
+    with pytest.warns(UserWarning) as said:
+        to_ray(detect_node(trn1))
+    listed = re.search(r"NEURON_RT_VISIBLE_CORES=(\S+) ray start", str(said[0].message))
+    assert listed is not None
+    assert listed.group(1).split(",") == [str(n) for n in range(32) if n != 5]
+
+
 def test_ray_refuses_what_ray_start_cannot_take() -> None:
     with pytest.raises(ValueError, match=r"whole number; this node has GPU=0\.5"):
         to_ray(Node(resources={"GPU": 0.5}))

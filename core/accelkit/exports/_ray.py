@@ -66,7 +66,7 @@ def to_ray(node: Node) -> list[str]:
     if not float(gpus).is_integer():
         raise ValueError(f"ray start --num-gpus takes a whole number; this node has GPU={gpus}")
     args = [f"--num-gpus={int(gpus)}"]
-    _warn_if_ray_numbers_other_gpus(node)
+    _warn_where_ray_numbers_other_devices(node)
     spaced = [name for name in resources if any(ch.isspace() for ch in name)]
     if spaced:
         raise ValueError(f"resource names with whitespace cannot be ray start arguments: {spaced}")
@@ -97,33 +97,38 @@ def _accelerator_resources(node: Node) -> list[str]:
     return sorted({*RAY_ACCELERATOR_RESOURCES, *(p.resource_name for p in node.policies.values())})
 
 
-def _warn_if_ray_numbers_other_gpus(node: Node) -> None:
-    """Ray hands out ``--num-gpus=N`` GPUs as the first N ordinals its environment shows (the
-    tokens of the family's variable where the raylet inherits it set, else 0 to N-1), written
-    into that variable as they are. Where the node's GPUs are not the first N ordinals (an
-    operator's exclusion, a Prohibited GPU, MIG instances), Ray's ids name devices the node left
-    out; the raylet started with the family's variable listing the node's ids hands out those
-    instead. A node a shell's own variable narrowed (ordinals 0 to N-1 of it) needs nothing: a
-    raylet started from that shell inherits it. (GPUs of two families on one node are a limit of
-    their own, which the Ray bridge warns about.)"""
-    gpus = sorted(
-        (d for d in node.devices if d.resource_name == "GPU"),
-        key=lambda d: (d.index is None, d.index or 0),
-    )
-    families = list(dict.fromkeys(d.family for d in gpus))
-    ids = [d.id for d in gpus]
-    if len(families) != 1 or [d.index for d in gpus] == list(range(len(gpus))):
-        return
-    policy = node.policies.get(families[0])
-    variable = policy.visible_devices_env_var if policy is not None else None
-    example = f" ({variable}={','.join(ids)} ray start ...)" if variable else ""
-    warnings.warn(
-        f"Ray numbers --num-gpus={len(ids)} GPUs 0 to {len(ids) - 1}, but this node's "
-        f"{families[0]} GPUs are {','.join(ids)}: start the raylet with the family's visibility "
-        f"variable listing them{example}, or Ray hands out GPUs this node leaves out",
-        UserWarning,
-        stacklevel=3,
-    )
+def _warn_where_ray_numbers_other_devices(node: Node) -> None:
+    """Ray hands out the N devices of a resource it assigns ids for (``--num-gpus=N``,
+    ``"neuron_cores":N``, ``"HPU":N``, ...) as the first N ids its environment shows: the tokens
+    of its manager's variable where the raylet inherits it set, else 0 to N-1 (``worker.py``,
+    ``get_accelerator_ids_for_accelerator_resource``), written into that variable as they are.
+    Where a family's devices are not the first N (an operator's exclusion, a Prohibited GPU, MIG
+    instances), Ray's ids name devices the node left out; the raylet started with the family's
+    variable listing the node's ids hands out those instead. The list is comma separated, as
+    Ray splits every such variable on ``,`` (and reads no ranges: ``NEURON_RT_VISIBLE_CORES=0-4``
+    would be one id). A node a shell's own variable narrowed (ids 0 to N-1 of it) needs nothing:
+    a raylet started from that shell inherits it. (A resource of two families on one node is a
+    limit of its own, which the Ray bridge warns about.)"""
+    for resource in RAY_ACCELERATOR_RESOURCES:
+        devices = sorted(
+            (d for d in node.devices if d.resource_name == resource),
+            key=lambda d: (d.index is None, d.index or 0),
+        )
+        families = list(dict.fromkeys(d.family for d in devices))
+        if len(families) != 1 or [d.index for d in devices] == list(range(len(devices))):
+            continue
+        ids = ",".join(d.id for d in devices)
+        policy = node.policies.get(families[0])
+        variable = policy.visible_devices_env_var if policy is not None else None
+        example = f" ({variable}={ids} ray start ...)" if variable else ""
+        warnings.warn(
+            f"Ray numbers this node's {len(devices)} {resource} 0 to {len(devices) - 1}, but "
+            f"they are {families[0]} devices {ids}: start the raylet with the family's "
+            f"visibility variable listing them{example}, or Ray hands out {resource} devices "
+            "this node leaves out",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def number(value: float) -> Union[int, float]:
