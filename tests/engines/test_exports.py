@@ -478,12 +478,12 @@ def test_gres_binds_files_only_where_every_id_names_one() -> None:
         visible_devices_env_var="CUDA_VISIBLE_DEVICES",
         device_file="/dev/nvidia{id}",
     )
-    gpus = [Device(str(n), n, "nvidia", "GPU", "A100") for n in (0, 1, 2, 5)]
+    gpus = [Device(str(n), n, "nvidia", "GPU", "A100") for n in (0, 1, 2, 3)]
     mig = [Device("MIG-abc", 0, "nvidia", "GPU", "A100-1g.5gb", parent="0")]
     assert to_gres(Node(devices=gpus, policies={"nvidia": policy})).splitlines() == [
         "# slurm.conf: GresTypes=gpu",
         "# slurm.conf: Gres=gpu:a100:4",
-        "Name=gpu Type=a100 File=/dev/nvidia[0-2,5] Flags=nvidia_gpu_env",
+        "Name=gpu Type=a100 File=/dev/nvidia[0-3] Flags=nvidia_gpu_env",
     ]
     assert "Count=1" in to_gres(Node(devices=mig, policies={"nvidia": policy}))
     assert to_gres(Node()).startswith("#")
@@ -628,6 +628,69 @@ def test_files_of_another_name_say_slurm_sets_no_variable_for_them() -> None:
     assert lines[-1] == "Name=rbln Type=rbln-ca12 File=/dev/rbln[0-3]"
     assert "SLURM sets no RBLN_DEVICES for jobs" in lines[-2]
     assert "accelkit env --format taskprolog" in lines[-2]
+
+
+def slurm_places(text: str, name: str) -> list[str]:
+    """The files of ``name`` in the order SLURM numbers them: their place across the records
+    (``gres.c``, ``_foreach_fill_in_gres_devices``), which SLURM writes into a job's
+    ``CUDA_VISIBLE_DEVICES`` unless cgroup.conf constrains devices (``gres_common.c``)."""
+    files: list[str] = []
+    for entry in read_gres_conf(text):
+        if entry["name"] == name:
+            assert isinstance(entry["files"], list), entry
+            files += entry["files"]
+    return files
+
+
+def test_gres_keeps_gpus_of_alternating_types_in_the_places_slurm_numbers_them() -> None:
+    # Type=a100 File=/dev/nvidia[...0,2,4,6] then Type=h100 [...1,3,5,7]: SLURM numbered the
+    # files in that order, and a job given GPU 2 got CUDA_VISIBLE_DEVICES=1, an H100.
+    gpus = [
+        Device(str(n), n, "nvidia", "GPU", ("A100", "H100")[n % 2], minor=7 - n, source="library")
+        for n in range(8)
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the places are the ids: nothing to warn about
+        text = to_gres(Node(devices=gpus, policies={"nvidia": NVIDIA_BY_MINOR}))
+    assert_slurmd_starts(text)
+    places = slurm_places(text, "gpu")
+    for gpu in gpus:
+        assert places.index(f"/dev/nvidia{gpu.minor}") == int(gpu.id), text
+    entries = list(read_gres_conf(text))
+    assert [e["type"] for e in entries] == ["a100", "h100"] * 4
+    assert {e["flags"] for e in entries} == {"nvidia_gpu_env"}
+    assert read_slurm_conf_gres(slurm_conf_line(text, "Gres")) == {
+        ("gpu", "a100"): 4,
+        ("gpu", "h100"): 4,
+    }
+    assert "ConstrainDevices" not in text
+
+
+def test_gres_says_an_excluded_gpu_needs_constrained_devices() -> None:
+    # File=/dev/nvidia[4-5,7,0-3] without GPU 2: a job given /dev/nvidia7 (GPU 3), in place 2,
+    # got CUDA_VISIBLE_DEVICES=2 and ran on the GPU the operator had left out.
+    h100 = load_snapshot(
+        SNAPSHOTS / "nvidia-h100-8gpu", env={"ACCELKIT_EXCLUDE_DEVICES": "nvidia:2"}
+    )
+    node = detect_node(h100)
+    with pytest.warns(UserWarning, match=r"ConstrainDevices=yes") as said:
+        text = to_gres(node)
+    assert said[0].filename == __file__
+    assert slurm_places(text, "gpu") == [f"/dev/nvidia{n}" for n in (4, 5, 7, 0, 1, 2, 3)]
+    comment = next(line for line in text.splitlines() if "ConstrainDevices" in line)
+    assert comment.startswith("# gpu: ")
+    assert "cgroup.conf" in comment and "0,1,3,4,5,6,7" in comment
+    assert_slurmd_starts(text)
+
+
+def test_gres_counts_of_alternating_types_are_one_record_per_type() -> None:
+    """A count has no place to keep: runs of one type that files kept apart are one again."""
+    gpus = [Device(str(n), n, "nvidia", "GPU", ("A100", "H100")[n % 2]) for n in range(4)]
+    lines = to_gres(Node(devices=gpus, policies={"nvidia": NVIDIA_BY_MINOR})).splitlines()
+    assert [line for line in lines if line.startswith("Name=")] == [
+        "Name=gpu Type=a100 Count=2",
+        "Name=gpu Type=h100 Count=2",
+    ]
 
 
 @given(st.sets(st.integers(0, 300), min_size=2))
