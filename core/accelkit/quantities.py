@@ -33,6 +33,7 @@ __all__ = [
     "REQUEST_ADVICE",
     "SNAP",
     "UNIT",
+    "as_float",
     "from_units",
     "json_amount",
     "shown_quantity",
@@ -90,6 +91,14 @@ def to_units(value: object, *, what: str = "quantity") -> int:
             "(nothing) or at least 0.0001"
         )
     return units
+
+
+def as_float(value: object, *, what: str = "quantity") -> float:
+    """``value`` as the float an engine that compares floats must be offered for it: 1/3 is
+    0.333..., what ``resources={"GPU": 1/3}`` asks, where :func:`to_units` floors it to 0.3333,
+    which Dask finds short of 1/3. :class:`InvalidRequest` as :func:`to_units` for what is no
+    number."""
+    return float(_number(value, what))
 
 
 def shown_quantity(value: object) -> str:

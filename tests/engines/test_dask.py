@@ -79,6 +79,38 @@ def test_a_fractional_share_puts_two_workers_on_one_gpu() -> None:
     assert envs == {"GPU-0": {"CUDA_VISIBLE_DEVICES": "0"}, "GPU-1": {"CUDA_VISIBLE_DEVICES": "0"}}
 
 
+def test_workers_on_thirds_of_a_gpu_run_tasks_asking_for_a_third() -> None:
+    # The workers advertised the ledger's 0.3333, and Dask (supplied >= required) never ran a
+    # task asking for 1/3 on them: it waited forever.
+    with (
+        LocalAcceleratorCluster(
+            snapshot("nvidia-h100-8gpu", GPU=1), per_worker=1 / 3, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        assert [slot.resources["GPU"] for slot in cluster.slots] == 3 * [1 / 3]
+        futures = [
+            client.submit(seen, "CUDA_VISIBLE_DEVICES", resources={"GPU": 1 / 3}, pure=False)
+            for _ in range(6)
+        ]
+        distributed.wait(futures, timeout=60)
+        assert {env["CUDA_VISIBLE_DEVICES"] for _, env in client.gather(futures)} == {"0"}
+
+
+def test_dask_worker_advertises_a_share_written_as_a_fraction_as_asked() -> None:
+    """``accelkit dask-worker --per-worker 1/3`` reads an exact Fraction: its workers offer its
+    float, what ``resources={"GPU": 1/3}`` asks, never the ledger's 0.3333 below it."""
+    from accelkit.cli._common import quantity
+
+    ledger = Ledger(None, snapshot("nvidia-h100-8gpu", GPU=1))
+    slots = worker_slots(ledger, "GPU", quantity("1/3"))
+    try:
+        assert [slot.resources["GPU"] for slot in slots] == 3 * [1 / 3]
+    finally:
+        for slot in slots:
+            ledger.discard(slot.grant)
+
+
 @pytest.fixture
 def stray_neuron_variable() -> Iterator[None]:
     """A variable the grant must unset, inherited by the process that starts the workers."""

@@ -42,7 +42,7 @@ from distributed.worker_memory import parse_memory_limit
 from accelkit.errors import InvalidRequest, Unsatisfiable
 from accelkit.ledger._ledger import Ledger
 from accelkit.manager import ACCELERATOR_TYPE_PREFIX
-from accelkit.quantities import shown_quantity, to_units
+from accelkit.quantities import as_float, shown_quantity, to_units
 from accelkit.schedule._request import validate_request
 
 if TYPE_CHECKING:
@@ -188,6 +188,7 @@ def worker_slots(
     (larger than the grant it runs on) of every resource it serves.
     """
     names = served_resources(ledger.node, resource, per_worker)
+    share = as_float(per_worker, what="per_worker")
     slots: list[WorkerSlot] = []
     refused: list[Unsatisfiable] = []
     try:
@@ -198,7 +199,7 @@ def worker_slots(
                     grant = ledger.acquire({name: per_worker}, note=f"dask worker {worker}")
                     if grant is None:
                         break
-                    slots.append(_slot(worker, name, grant, ledger))
+                    slots.append(_slot(worker, name, share, grant, ledger))
             except Unsatisfiable as error:  # serving every resource: those this process can
                 refused.append(error)  # never take (not in the grant it runs on) are left out
         if refused and len(refused) == len(names):
@@ -215,8 +216,11 @@ def _release(slots: Sequence[WorkerSlot]) -> None:
         slot.ledger.discard(slot.grant)
 
 
-def _slot(name: str, resource: str, grant: Grant, ledger: Ledger) -> WorkerSlot:
-    """The worker slot of ``grant``: its variables to set and unset, its dask resources."""
+def _slot(name: str, resource: str, share: float, grant: Grant, ledger: Ledger) -> WorkerSlot:
+    """The worker slot of ``grant``: its variables to set and unset, its dask resources. The
+    worker advertises ``share`` of ``resource``, the share as it was asked for, not the grant's
+    amount: the ledger floors 1/3 to 0.3333, and Dask, which compares floats (``supplied >=
+    required``), would never run a task asking for 1/3 on a worker offering 0.3333."""
     env = ledger.env(grant, hide_others=True)
     types = {d.type_label for d, _share in grant.devices if d.type_label}
     return WorkerSlot(
@@ -226,7 +230,7 @@ def _slot(name: str, resource: str, grant: Grant, ledger: Ledger) -> WorkerSlot:
         env={var: value for var, value in env.items() if value is not None},
         unset=tuple(var for var, value in env.items() if value is None),
         resources={
-            resource: grant.resources[resource],
+            resource: share,
             **{ACCELERATOR_TYPE_PREFIX + label: 1.0 for label in sorted(types)},
         },
     )
