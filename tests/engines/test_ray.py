@@ -61,6 +61,9 @@ def run_session(script: Path, argument: Path, env: dict[str, str]) -> dict[str, 
     return cast("dict[str, Any]", json.loads(result.stdout.strip().splitlines()[-1]))
 
 
+# A plugin failing to load in the workers would stop the calls that reserve a license: it may
+# have been that plugin's resource (ray.py's _check_detected). Here, only our plugins load.
+@pytest.mark.usefixtures("only_our_plugins")
 def test_ray_tasks_of_an_unknown_family_each_see_their_own_card(tmp_path: Path) -> None:
     seen = run_session(
         SESSION,

@@ -4,11 +4,12 @@ variables show a family the ids Ray assigned when Ray's own variable misses it."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import sys
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from accelkit import Device, Node, detect_node, load_snapshot
+from accelkit import Device, FakeHost, Node, detect_node, load_snapshot, registry
 
 pytest.importorskip("ray")
 
@@ -172,6 +173,36 @@ def test_a_reserved_family_its_worker_did_not_detect_stops_the_call() -> None:
     with pytest.raises(RuntimeError, match=r"Ray reserved ACME \(acme\) for this call"):
         _check_detected({"CPU": 1, "ACME": 1}, Node())
     _check_detected({"CPU": 1, "my_license": 1}, Node())  # Ray's alone: nothing to find
+
+
+@pytest.fixture
+def cambricon_fails_to_import(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process's plugins loaded afresh with ``import accelkit_cambricon`` failing, as in a
+    Ray worker whose environment lacks a dependency of the plugin."""
+    pytest.importorskip("accelkit_cambricon")
+    monkeypatch.setitem(sys.modules, "accelkit_cambricon", None)
+    previous = registry.set_default(None)
+    try:
+        yield
+    finally:
+        registry.set_default(previous)
+
+
+@pytest.mark.usefixtures("cambricon_fails_to_import")
+@pytest.mark.filterwarnings("ignore::accelkit.PluginWarning")  # the plugin's failure, said
+def test_a_custom_resource_while_a_plugin_failed_to_load_stops_the_call() -> None:
+    # `accelkit plugins` said cambricon: error, yet the call passed and the ledger granted
+    # nothing: the task ran with no MLU_VISIBLE_DEVICES set, seeing every card.
+    from accelkit.integrations.ray import _check_detected
+
+    assert any(i.name == "cambricon" and i.status == "error" for i in registry.plugin_report())
+    node = detect_node(FakeHost())
+    with pytest.raises(
+        RuntimeError, match=r"Ray reserved MLU for this call.*plugin 'cambricon'.*import failed"
+    ):
+        _check_detected({"CPU": 1, "MLU": 1}, node)
+    # Ray's own resources, ids and pins are no plugin's: nothing to stop
+    _check_detected({"CPU": 1, "GPU": 1, "accelerator_type:H100": 0.001}, node)
 
 
 def test_a_worker_gets_back_the_environment_it_had(monkeypatch: pytest.MonkeyPatch) -> None:

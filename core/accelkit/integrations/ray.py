@@ -337,11 +337,15 @@ def _ray_misses_a_family(variables: Mapping[str, Optional[str]]) -> bool:
 def _check_detected(reserved: Mapping[str, float], node: Node) -> None:
     """Refuse to run a call whose reserved family this worker's detection did not find: Ray
     counted the devices, but nothing here can say which are the call's, and the call would
-    see them all."""
+    see them all. A family whose plugin failed to load here is not even a manager: a custom
+    resource that no loaded family serves may be that plugin's (``MLU`` when
+    ``accelkit_cambricon`` does not import), so while a plugin is failing, such a call stops
+    too, naming the plugin; with every plugin loaded, it is Ray's alone (``my_license``)."""
+    plugins = resolve(None)
     families = Inventory(node).families
     missing = [
         manager
-        for manager in resolve(None).managers()
+        for manager in plugins.managers()
         if manager.resource_name in reserved
         and manager.resource_name not in RAY_ASSIGNS
         and manager.resource_name not in families
@@ -357,15 +361,36 @@ def _check_detected(reserved: Mapping[str, float], node: Node) -> None:
             f"Ray reserved {names} for this call, but detecting the node in its worker found "
             f"no such device{': ' + why if why else ''}; run `accelkit ls -v` on the node"
         )
+    served = {manager.resource_name for manager in plugins.managers()}
+    unserved = [
+        name
+        for name in reserved
+        if _is_custom(name) and name not in RAY_ASSIGNS and name not in served
+    ]
+    failed = [info for info in plugins.report() if info.status == "error"]
+    if unserved and failed:
+        names = ", ".join(unserved)
+        raise RuntimeError(
+            f"Ray reserved {names} for this call, but no accelkit family loaded in its worker "
+            f"serves it, and a plugin failed to load ({'; '.join(i.not_in_use() for i in failed)})"
+            f". If {names} is that plugin's, nothing here can say which devices are the call's, "
+            "and the call would see them all: fix the plugin (`accelkit plugins` on the node "
+            f"says why), or, if {names} is not its, disable it (ACCELKIT_DISABLE_PLUGINS)"
+        )
 
 
 def _may_name_a_family(reserved: Mapping[str, float]) -> bool:
     """Whether ``reserved`` has a resource beyond Ray's own, node pins and type pins."""
-    return any(
+    return any(_is_custom(name) for name in reserved)
+
+
+def _is_custom(name: str) -> bool:
+    """Whether ``name`` is a resource beyond Ray's own, node pins and type pins: one that an
+    accelkit family may serve."""
+    return (
         name not in _RAY_ONLY
         and not name.startswith("node:")
         and not name.startswith(ACCELERATOR_TYPE_PREFIX)
-        for name in reserved
     )
 
 
