@@ -437,6 +437,56 @@ def test_dask_worker_checks_its_request_before_asking_the_scheduler(
     assert not own_ledger.exists() or holdings(own_ledger, snapshot("nvidia-h100-8gpu")) == []
 
 
+@pytest.fixture
+def node_without_devices(tmp_path: Path) -> Path:
+    """A snapshot of a machine with no accelerators, whatever this one has."""
+    from accelkit import FakeHost
+    from accelkit.node import record_snapshot
+
+    return record_snapshot(tmp_path / "no-devices", FakeHost())
+
+
+@pytest.mark.usefixtures("only_our_plugins")  # every line said is pinned
+@pytest.mark.parametrize(
+    ("options", "code", "said"),
+    [
+        ([], 0, "accelkit dask-worker: this node has no accelerators to serve"),
+        (
+            ["--resource", "GPU"],
+            2,
+            "accelkit dask-worker: error: this node has no devices of resource 'GPU'; it has none",
+        ),
+        (
+            ["--per-worker", "0.5"],
+            2,
+            "accelkit dask-worker: error: this node has no accelerator devices: no worker can "
+            "hold 0.5 of one",
+        ),
+        (
+            ["--per-worker", "0"],
+            2,
+            "accelkit dask-worker: error: per_worker 0 gives a worker no device: ask for a "
+            "fraction from 0.0001 to 1, or a whole number of devices per worker",
+        ),
+    ],
+    ids=["nothing-asked", "resource", "share", "no-share"],
+)
+def test_dask_worker_on_a_node_without_devices_checks_what_it_was_asked(
+    node_without_devices: Path,
+    options: list[str],
+    code: int,
+    said: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `--resource GPU` on a node with no devices exited 0, as if nothing had been asked, where
+    # the guide promises exit status 2 for a resource the node lacks.
+    from accelkit.cli import main
+
+    address = "tcp://127.0.0.1:9"  # never reached: the request is checked first
+    assert main(["dask-worker", address, "--host", str(node_without_devices), *options]) == code
+    assert capsys.readouterr().err.splitlines() == [said]
+
+
 def test_a_second_dask_worker_on_the_node_joins_beside_the_first(tmp_path: Path) -> None:
     """`accelkit run` holds GPUs 0-3, worker A takes 4-7, the run ends, worker B takes 0-3:
     both join the scheduler, their names apart (B's were A's and the scheduler refused them)."""

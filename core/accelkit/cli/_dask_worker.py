@@ -3,13 +3,15 @@ cluster, one worker process per device (or per ``--per-worker`` share) free in t
 ledger, each seeing only its devices and advertising them as dask resources. Run it on every
 node of a multi-node cluster, after ``dask scheduler`` on one of them.
 
-The request (``--resource``, ``--per-worker``) is checked first, so a typo is reported as such,
-not as a missing scheduler. Then the scheduler is asked (a connection, distributed's handshake
-and the names of its workers, :data:`CONNECT_TIMEOUT` at most): a scheduler that is not running,
-a mistyped address, or a port where something else listens (the dashboard's) is one line and an
-exit status, not a worker start that fails after distributed's own 30 s connect timeout, or
-never. Worker names carry this process's pid (see
-:func:`worker_prefix`), and a scheduler that already has workers of those names is one line too.
+The request (``--resource``, ``--per-worker``) is checked first, so a typo is reported as such, not
+as a missing scheduler. A node without accelerators exits quietly (0) only when nothing was asked of
+it: a ``--resource`` or ``--per-worker`` it cannot serve is an error there too. Then the scheduler
+is asked (a connection, distributed's handshake and the names of its workers,
+:data:`CONNECT_TIMEOUT` at most): a scheduler that is not running, a mistyped address, or a port
+where something else listens (the dashboard's) is one line and an exit status, not a worker start
+that fails after distributed's own 30 s connect timeout, or never. Worker names carry this process's
+pid (see :func:`worker_prefix`), and a scheduler that already has workers of those names is one line
+too.
 """
 
 from __future__ import annotations
@@ -61,8 +63,10 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
             "Needs accelkit[dask]. Stops when the scheduler closes or on SIGINT/SIGTERM."
         ),
         epilog=(
-            f"Exit status: 0 once the workers stop; {EXIT_BUSY} when every device is held; 2 "
-            "when the scheduler does not answer, or for a request the node cannot serve."
+            f"Exit status: 0 once the workers stop (at once on a node without accelerators, "
+            f"when neither --resource nor --per-worker is given); {EXIT_BUSY} when every device "
+            "is held; 2 when the scheduler does not answer, or for a request the node cannot "
+            "serve."
         ),
     )
     parser.add_argument("scheduler_address", metavar="SCHEDULER_ADDRESS", help="tcp://host:8786")
@@ -76,7 +80,7 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         "--per-worker",
         metavar="Q",
         type=quantity_argument,
-        default=1,
+        default=None,
         help="how much of the resource each worker holds: 1 (default), 2, 0.5 (two per device)",
     )
     add_ledger_option(parser)
@@ -94,14 +98,15 @@ def run(args: argparse.Namespace) -> int:
             f"dask-worker needs distributed: pip install 'accelkit[dask]' ({error})"
         ) from None
     ledger = open_ledger(args, host=host_from_args(args))
-    if not ledger.node.devices:
-        _say("this node has no accelerators to serve")
+    if not ledger.node.devices and args.resource is None and args.per_worker is None:
+        _say("this node has no accelerators to serve")  # a node of a cluster that has none
         return EXIT_OK
-    served = served_resources(ledger.node, args.resource, args.per_worker)
+    per_worker = 1 if args.per_worker is None else args.per_worker
+    served = served_resources(ledger.node, args.resource, per_worker)  # asked for: checked
     prefix = worker_prefix()
     taken = check_scheduler(args.scheduler_address)
     _check_names_free(args.scheduler_address, prefix, served, taken)
-    slots = worker_slots(ledger, args.resource, args.per_worker, prefix=prefix)
+    slots = worker_slots(ledger, args.resource, per_worker, prefix=prefix)
     if not slots:
         _say(f"nothing to serve: {_holders(ledger)}; `accelkit ps` lists them")
         return EXIT_BUSY

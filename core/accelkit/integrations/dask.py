@@ -127,9 +127,9 @@ def served_resources(
     every device resource of the node when None), checked without taking anything, so that a
     mistyped resource or share is reported before a scheduler is asked or a grant taken.
 
-    ``ValueError`` for a resource the node has no devices of; :class:`~accelkit.InvalidRequest`
-    for a share that is not positive, or that a family does not grant;
-    :class:`~accelkit.Unsatisfiable` when no served resource could ever give that share.
+    ``ValueError`` for a resource the node has no devices of (any, when None);
+    :class:`~accelkit.InvalidRequest` for a share that is not positive, or that a family does not
+    grant; :class:`~accelkit.Unsatisfiable` when no served resource could ever give that share.
     """
     offered = list(dict.fromkeys(d.resource_name for d in node.devices))
     if resource is not None and resource not in offered:
@@ -137,6 +137,11 @@ def served_resources(
             f"this node has no devices of resource {resource!r}; it has {offered or 'none'}"
         )
     _check_share(per_worker)
+    if not offered:
+        raise ValueError(
+            f"this node has no accelerator devices: no worker can hold "
+            f"{shown_quantity(per_worker)} of one"
+        )
     names = offered if resource is None else [resource]
     served: list[str] = []
     refused: list[Exception] = []
