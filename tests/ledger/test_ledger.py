@@ -474,6 +474,10 @@ def _mutated(data: dict[str, Any], change: str) -> str:
         data["node"] = {"fingerprint": data["node"]["fingerprint"]}
     elif change == "since NaN":
         record["since"] = float("nan")
+    elif change == "parent no grant":
+        record["parent"] = record["grant"]["token"] + 1000
+    elif change == "parent itself":
+        record["parent"] = record["grant"]["token"]
     return json.dumps(data)
 
 
@@ -488,6 +492,9 @@ def _mutated(data: dict[str, Any], change: str) -> str:
         ("grant recorded twice", r"grant token \d+ is recorded twice"),
         ("node without summary", "its node is"),
         ("since NaN", "a time is nan, not a finite number"),
+        # counted under no grant, the step's devices were handed out again
+        ("parent no grant", r"grant \d+ is a step of grant \d+, which the ledger does not hold"),
+        ("parent itself", r"grant \d+ is a step of itself"),
     ],
 )
 def test_a_ledger_corrupted_around_a_live_grant_is_reported_never_reset(
@@ -544,6 +551,24 @@ def test_what_a_member_may_put_at_the_ledger_s_path_stalls_and_fills_no_reader(
     with pytest.raises(LedgerError, match=r"the ledger .* is a symbolic link"):
         ledger.grants()
     assert (ledger_path.parent / "elsewhere.json").read_text() == "{}"
+
+
+def test_a_directory_where_changes_are_written_is_named_with_what_to_do(
+    ledger_path: Path, h100: Node
+) -> None:
+    """A member of a group's directory may make a directory where each change is first written
+    (``<ledger>.tmp``): every decision fails until it goes, so the error names it (it said to fix
+    the permissions of the ledger's directory, which were right) and nothing is reset."""
+    ledger = Ledger(ledger_path, h100)
+    assert ledger.acquire({"GPU": 1}) is not None
+    before = ledger_path.read_text()
+    in_the_way = Path(f"{ledger_path}.tmp")
+    in_the_way.mkdir()
+    with pytest.raises(LedgerError, match=rf"a directory is in the way .*rm -r {in_the_way}\)"):
+        ledger.acquire({"GPU": 1})
+    assert ledger_path.read_text() == before
+    in_the_way.rmdir()
+    assert ledger.acquire({"GPU": 1}) is not None
 
 
 @pytest.mark.parametrize(

@@ -225,6 +225,12 @@ class LedgerFile:
     # -- errors for people -------------------------------------------------------------------
     def _unwritable(self, error: OSError) -> LedgerError:
         directory = self.directory
+        if error.filename == self._temp_path and os.path.isdir(self._temp_path):
+            return LedgerError(
+                f"cannot write the ledger {self.path}: each change is written to "
+                f"{self._temp_path} and then moved over the ledger, and a directory is in the "
+                f"way there; remove it (rm -r {self._temp_path}), since no accelkit makes one"
+            )
         if error.errno in _FULL:
             return LedgerError(
                 f"cannot write the ledger {self.path} ({error.strerror}): the change was not "

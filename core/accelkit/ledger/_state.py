@@ -238,7 +238,29 @@ def state_from_dict(data: Any) -> LedgerState:
         )
     _check_once([r.token for r in state.grants], "grant token")
     _check_once([t.ticket for t in state.queue], "ticket number")
+    _check_steps(state.grants)
     return state
+
+
+def _check_steps(grants: list[Record]) -> None:
+    """Every step is a step of a recorded grant, and none is, through its parents, a step of
+    itself. Devices are counted at the grant a step belongs to, so a step of no recorded grant
+    would count nowhere and its devices would be handed out again; removing a grant makes its
+    steps steps of the grant above it (``drop``), so no ledger accelkit wrote has such a step."""
+    above = {record.token: record.parent for record in grants}
+    for record in grants:
+        passed = {record.token}
+        parent = record.parent
+        while parent is not None:
+            if parent in passed:
+                raise ValueError(f"grant {record.token} is a step of itself, through its parents")
+            if parent not in above:
+                raise ValueError(
+                    f"grant {record.token} is a step of grant {parent}, which the ledger does "
+                    "not hold"
+                )
+            passed.add(parent)
+            parent = above[parent]
 
 
 def _list(value: object, key: str) -> list[Any]:
