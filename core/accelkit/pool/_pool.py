@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Executor, Future
@@ -28,13 +27,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
 
 from accelkit.errors import WorkerCrashed
-from accelkit.ledger._holder import Holder
 from accelkit.ledger._identity import fingerprint
 from accelkit.ledger._ledger import Ledger
 from accelkit.pool import _exit
 from accelkit.pool._futures import broken_pool, results_in_order
 from accelkit.pool._payload import pickled_call
 from accelkit.pool._process import WorkerProcess
+from accelkit.pool._workers import Handover, warn_not_stopped
 from accelkit.schedule._request import request_key, validate_request
 
 if TYPE_CHECKING:
@@ -97,6 +96,7 @@ class AcceleratorPool(Executor):
                 "give the ledger that node, or leave node out"
             )
         self._registry = registry
+        self._handover = Handover(self._ledger, registry)
         self._max_workers = max_workers or max(os.cpu_count() or 1, len(self._node.devices))
         self._device_resources = {d.resource_name for d in self._node.devices}
         self._pending: deque[_Call] = deque()
@@ -324,7 +324,7 @@ class AcceleratorPool(Executor):
         for worker, failure in failed:
             if isinstance(failure, Warning):  # -W error: the worker stopped; its warning is raised
                 raise failure
-            _warn_not_stopped(worker, failure)
+            warn_not_stopped(worker, failure)
 
     def _reusable(self, call: _Call) -> Optional[WorkerProcess]:
         """An idle worker made for this kind of call; lock held. Idle workers found dead
@@ -354,20 +354,7 @@ class AcceleratorPool(Executor):
             if spare is not None:
                 self._retire(spare)  # its grant may be the room this call waits for
             return None
-        try:
-            env = self._ledger.env(grant, hide_others=True, registry=self._registry)
-            worker = WorkerProcess(grant, env, call.key)
-        except BaseException:
-            self._ledger.discard(grant)
-            raise
-        try:
-            holder = Holder.of(worker.pid)
-            if holder is not None:
-                self._ledger.transfer(grant, holder)
-        except BaseException:  # the call fails; its worker must not live on, holding the grant
-            self._retire(worker)
-            raise
-        return worker
+        return self._handover.start(grant, call.key)
 
     def _fail(self, call: _Call, error: BaseException) -> None:
         """Fail a call that never started."""
@@ -439,7 +426,7 @@ class AcceleratorPool(Executor):
                 with self._condition:
                     self._idle.append(worker)
         except Exception as error:
-            _warn_not_stopped(worker, error)
+            warn_not_stopped(worker, error)
 
     def _settle(
         self, call: _Call, *, result: Any = None, error: Optional[BaseException] = None
@@ -464,32 +451,8 @@ class AcceleratorPool(Executor):
                 self._settling.discard(call.future)
 
     def _retire(self, worker: WorkerProcess) -> None:
-        """Stop a worker, then give its grant back (only then are its devices free).
-
-        A ledger that cannot take the grant back (unreadable, on a full disk) is reported as a
-        warning, not raised: the worker has ended, so the ledger drops its grant by itself at
-        its next look once it is usable again, and what retires workers (a call that has its
-        result, the dispatcher that serves the other calls) must go on."""
-        worker.stop()
-        try:
-            self._ledger.discard(worker.grant)
-        except Exception as error:
-            warnings.warn(
-                f"the pool could not give grant {worker.grant!r} back to the ledger "
-                f"{self._ledger.path}: {error} (its worker process has ended, so the ledger "
-                "reclaims the grant at its next look)",
-                RuntimeWarning,
-                stacklevel=1,
-            )
+        """Stop a worker and give its grant back (:meth:`Handover.retire`), then let the
+        dispatcher look again: the grant may be the room a call waits for."""
+        self._handover.retire(worker)
         with self._condition:
             self._condition.notify_all()
-
-
-def _warn_not_stopped(worker: WorkerProcess, error: BaseException) -> None:
-    """Say that ``worker`` could not be stopped, and what that keeps."""
-    warnings.warn(
-        f"the pool could not stop its worker process (pid {worker.pid}): {error}; its grant "
-        f"{worker.grant!r} stays held until that process ends",
-        RuntimeWarning,
-        stacklevel=2,
-    )
