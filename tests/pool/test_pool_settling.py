@@ -13,12 +13,14 @@ from typing import Any
 
 import pool_targets as targets
 import pytest
-from accelkit import LedgerError
+from accelkit import LedgerError, Node
+from accelkit.ledger._holder import Holder
 from accelkit.ledger._ledger import Ledger
 from accelkit.pool import _pool
 from accelkit.pool._pool import AcceleratorPool
 from accelkit.pool._process import WorkerProcess
-from pool_support import wait_for
+from accelkit.schedule._grant import Grant
+from pool_support import wait_for, wait_until
 
 NOT_GIVEN_BACK = r"could not give grant .* back to the ledger .* is corrupt"
 """The warning of a pool whose ledger cannot take a grant back."""
@@ -174,6 +176,71 @@ def test_a_ledger_failing_as_a_worker_starts_fails_the_call_and_keeps_no_grant(
         future.result(timeout=60)
     assert ledger.grants() == []
     shut_down(pool)
+
+
+STUCK = "the ledger's lock has been held for 30 s"
+KEPT = "the pool's own process holds it: the pool gives it back once it can"
+
+
+def stuck_as_it_hands_over(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Make ``ledger`` fail to hand a grant over to a worker, and to take one back, as a lock
+    held by a stopped process makes it fail, until the event returned is set."""
+
+    def transfer(grant: Grant, holder: Holder) -> None:
+        if not usable.is_set():
+            raise LedgerError(STUCK)
+        real_transfer(grant, holder)
+
+    def discard(grant: Grant) -> bool:
+        if not usable.is_set():
+            raise LedgerError(STUCK)
+        return real_discard(grant)
+
+    usable = threading.Event()
+    real_transfer, real_discard = ledger.transfer, ledger.discard
+    monkeypatch.setattr(ledger, "transfer", transfer)
+    monkeypatch.setattr(ledger, "discard", discard)
+    return usable
+
+
+@pytest.mark.parametrize("when", ["before the next call", "while the pool is idle", "at shutdown"])
+def test_a_grant_the_ledger_failed_to_hand_over_is_given_back_once_it_can(
+    ledger: Ledger, h100: Node, when: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The grant was still the pool's own (its worker never became its holder), and the pool's
+    process lives on: the ledger never reclaimed it, and its GPU was lost to the node for as
+    long as the pool's process ran, after shutdown too. The pool keeps it, says so, and gives
+    it back once the ledger takes it."""
+    failing = Ledger(ledger.path, h100)
+    usable = stuck_as_it_hands_over(failing, monkeypatch)
+    pool = AcceleratorPool(h100, ledger=failing)
+    with pytest.warns(RuntimeWarning, match=KEPT):
+        future = pool.submit(targets.pid, resources={"GPU": 1})
+        with pytest.raises(LedgerError, match=STUCK):
+            future.result(timeout=60)
+    (held,) = ledger.view().holdings
+    assert held.holder == Holder.current()
+    usable.set()
+    if when == "before the next call":
+        assert pool.submit(targets.add, 1, resources={"GPU": 8}).result(timeout=60) == 1
+    elif when == "while the pool is idle":
+        wait_until(lambda: ledger.grants() == [])
+    shut_down(pool)
+    assert ledger.grants() == []
+
+
+def test_a_grant_the_ledger_never_takes_back_is_said_to_stay_held_at_shutdown(
+    ledger: Ledger, h100: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failing = Ledger(ledger.path, h100)
+    stuck_as_it_hands_over(failing, monkeypatch)
+    pool = AcceleratorPool(h100, ledger=failing)
+    with pytest.warns(RuntimeWarning, match=KEPT):
+        assert isinstance(pool.submit(targets.pid, resources={"GPU": 1}).exception(60), LedgerError)
+    with pytest.warns(RuntimeWarning, match=f"{STUCK}; this process holds it until it ends"):
+        shut_down(pool)
+    (held,) = ledger.view().holdings
+    assert ledger.discard(held.grant)
 
 
 def test_a_failing_dispatcher_fails_the_calls_it_has_not_started(

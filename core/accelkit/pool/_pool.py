@@ -244,16 +244,19 @@ class AcceleratorPool(Executor):
     def _dispatch_calls(self) -> None:
         """Start each call on a worker, in submission order, until shut down and drained."""
         while True:
+            self._handover.give_back_kept()  # grants the ledger failed to hand to a worker
             with self._condition:
                 call = self._next_call()
                 if call is None:
-                    return
+                    if self._closing and not self._pending:
+                        return
+                    continue  # kept grants to offer back first
                 worker = self._reusable(call)
                 spare = None
                 if worker is None and self._busy + len(self._idle) >= self._max_workers:
                     spare = self._idle.pop(0) if self._idle else None
                     if spare is None:
-                        self._condition.wait()  # every worker is busy: wait for one
+                        self._condition.wait(self._handover.retry_in)  # every worker is busy
                         continue
             if spare is not None:
                 self._retire(spare)
@@ -269,9 +272,11 @@ class AcceleratorPool(Executor):
             self._run(worker, call)
 
     def _next_call(self) -> Optional[_Call]:
-        """The first call still wanted (None: shut down and nothing left); lock held. Cancelled
-        calls are dropped, their waiters told: ``concurrent.futures.wait`` and ``as_completed``
-        count a cancelled future as done only once its executor has said it will not run it."""
+        """The first call still wanted; lock held. None: shut down and nothing left, or kept
+        grants to offer back first (:attr:`Handover.retry_in`), every few seconds and before a
+        new call, which may need their room. Cancelled calls are dropped, their waiters told:
+        ``concurrent.futures.wait`` and ``as_completed`` count a cancelled future as done only
+        once its executor has said it will not run it."""
         while True:
             while self._pending and self._pending[0].future.cancelled():
                 self._pending.popleft().future.set_running_or_notify_cancel()
@@ -279,7 +284,9 @@ class AcceleratorPool(Executor):
                 return self._pending[0]
             if self._closing and not self._pending:
                 return None
-            self._condition.wait()
+            self._condition.wait(self._handover.retry_in)
+            if self._handover.retry_in is not None:
+                return None
 
     def _hold_back(self) -> list[_Call]:
         """Mark the calls not started, for :meth:`_cancel`; lock held. The dispatcher starts
@@ -310,7 +317,7 @@ class AcceleratorPool(Executor):
 
     def _wind_down(self) -> None:
         """Wait for the running calls, then stop the workers they leave idle (their grants go
-        back with them)."""
+        back with them), and give back the grants the ledger failed to hand to a worker."""
         with self._condition:
             while self._busy:
                 self._condition.wait()
@@ -321,6 +328,7 @@ class AcceleratorPool(Executor):
                 self._retire(worker)
             except Exception as error:
                 failed.append((worker, error))
+        self._handover.give_back_kept(last=True)
         for worker, failure in failed:
             if isinstance(failure, Warning):  # -W error: the worker stopped; its warning is raised
                 raise failure

@@ -55,6 +55,8 @@ class WorkerProcess:
         self.grant = grant
         self.key = key
         self.calls = 0
+        self.handed_over = False
+        """Whether the worker holds its grant in the ledger (before, the pool's process does)."""
         ours, theirs = socket.socketpair()
         with ours, theirs:
             self.process = subprocess.Popen(
