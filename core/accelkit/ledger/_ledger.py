@@ -29,7 +29,7 @@ import os
 import threading
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from accelkit.errors import InvalidRequest, LedgerError
 from accelkit.ledger._file import LedgerFile
@@ -45,6 +45,7 @@ from accelkit.ledger._identity import (
     ledger_node,
     mismatch,
 )
+from accelkit.ledger._in_step import InStep
 from accelkit.ledger._location import location_of
 from accelkit.ledger._queue import held_back
 from accelkit.ledger._scope import (
@@ -58,7 +59,6 @@ from accelkit.ledger._scope import (
 )
 from accelkit.ledger._state import LedgerState, Record, Ticket
 from accelkit.ledger._upkeep import OtherMachine, drop, lineage, reclaim
-from accelkit.schedule._allocator import Allocator
 from accelkit.schedule._grant import Grant
 from accelkit.schedule._request import request_key
 
@@ -119,9 +119,7 @@ class Ledger:
         self._enclosing = enclosing_grant(self._location)
         """The grant this process runs on (``ACCELKIT_GRANT``): its requests are steps of it."""
         self._registry = registry
-        self._allocator: Optional[Allocator] = None
-        self._mirror: dict[int, tuple[dict[str, Any], Grant]] = {}
-        """Token -> (recorded dict, grant) of every grant restored into ``_allocator``."""
+        self._in_step = InStep(self._location, registry)
         self._fingerprint: Optional[dict[str, str]] = None
         self._fixed_scope: Optional[Scope] = None  # refuse_never_fitting's, read once
         self._fitting: set[object] = set()  # and the requests it found could fit
@@ -313,8 +311,7 @@ class Ledger:
     def discard(self, grant: Grant) -> bool:
         """Give ``grant`` back if the ledger still holds it; whether it did. Its steps, if any
         still run, become steps of the grant it was a step of (or grants of the node)."""
-        mirrored = self._mirror.get(grant.token)
-        recorded = mirrored[0] if mirrored and mirrored[1] == grant else grant.to_dict()
+        recorded = self._in_step.recorded(grant)
         with self._threads, self._file.locked() as state:
             reclaim(state, self._location, self._uuids)
             for record in state.grants:
@@ -350,7 +347,7 @@ class Ledger:
         with self._threads, self._file.locked() as state:
             reclaim(state, self._location, self._uuids)
             self._check_node(state, node)
-            allocator = self._in_step(state)
+            allocator = self._in_step.allocator(state, node)
             scope = self._scope(state, node)
             parent = None if scope is None else scope.parent
             if scope is None:
@@ -370,7 +367,7 @@ class Ledger:
                 )
                 state.grants.append(record)
                 if scope is None:
-                    self._mirror[grant.token] = (record.grant, grant)
+                    self._in_step.add(record.grant, grant)
                 state.queue = [t for t in state.queue if t.ticket != ticket]
                 state.changed = True
                 return grant, None, None
@@ -437,44 +434,6 @@ class Ledger:
         if self._fingerprint is None:
             self._fingerprint = fingerprint(node)
         return self._fingerprint
-
-    def _in_step(self, state: LedgerState) -> Allocator:
-        """This process's allocator, holding exactly the grants the ledger records."""
-        if self._allocator is None:
-            self._allocator = Allocator(self.node, registry=self._registry)
-            self._mirror = {}
-        allocator = self._allocator
-        recorded = {r.token: r.grant for r in state.grants if r.parent is None}
-        for token, (data, grant) in list(self._mirror.items()):
-            if recorded.get(token) != data:
-                allocator.release(grant)
-                del self._mirror[token]
-        new = [(token, data) for token, data in recorded.items() if token not in self._mirror]
-        if new:
-            try:
-                grants = [Grant.from_dict(self._counted_here(data)) for _token, data in new]
-                allocator.restore(grants)
-            except ValueError as error:
-                self._allocator = None
-                raise LedgerError(
-                    f"the ledger {self._location} records grants this node cannot hold ({error}); "
-                    f"if no accelkit work runs on this node, remove it: rm {self._location}"
-                ) from None
-            for (token, data), grant in zip(new, grants):
-                self._mirror[token] = (data, grant)
-        return allocator
-
-    def _counted_here(self, data: dict[str, Any]) -> dict[str, Any]:
-        """A recorded grant as this process counts it: less plain capacity its node lacks, which
-        an operator's override gave the holder (``scratch_disk=2`` for one user) and which the
-        processes so configured count among themselves; the grant's devices are everyone's."""
-        resources = data.get("resources")
-        if not isinstance(resources, dict):
-            return data  # malformed: Grant.from_dict says so
-        node = self.node
-        known = {*node.resources, *(d.resource_name for d in node.devices)}
-        kept = {name: amount for name, amount in resources.items() if name in known}
-        return data if len(kept) == len(resources) else {**data, "resources": kept}
 
     def _view(self, state: LedgerState, before: Optional[int] = None) -> LedgerView:
         from accelkit.ledger._views import view_of
