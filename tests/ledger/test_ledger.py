@@ -18,6 +18,7 @@ from accelkit import InvalidRequest, LedgerError, Node, Unsatisfiable
 from accelkit.ledger import _file as ledger_file
 from accelkit.ledger._holder import Holder, boot_id
 from accelkit.ledger._ledger import Ledger
+from accelkit.ledger._state import LedgerState
 from ledger_support import HoldingProcess, hold_in_turn, run
 
 
@@ -394,6 +395,41 @@ def test_a_waiter_that_dies_leaves_the_queue(
     wait_until(lambda: len(ledger.view().waiting) == 1)
     waiter.kill()
     assert ledger.view().waiting == ()
+
+
+@pytest.mark.parametrize("then", ["looks again", "never looks again"])
+def test_a_waiter_whose_ledger_failed_leaves_no_ticket_behind(
+    ledger_path: Path, h100: Node, then: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A waiter's look failed (a full disk), and taking its ticket out of the queue failed the
+    same way: the ticket stayed while its process lived on, doing other work, and held back
+    every request on the node. It is taken out once the ledger works again: at the ledger
+    object's next look, or by the thread that tries again meanwhile."""
+    holder, waiter = Ledger(ledger_path, h100), Ledger(ledger_path, h100)
+    everything = holder.acquire({"GPU": 8})
+    assert everything is not None
+    full = threading.Event()
+    write = waiter._file._write
+
+    def written(state: LedgerState) -> None:
+        if full.is_set():
+            raise LedgerError("cannot write the ledger (No space left on device)")
+        write(state)
+
+    def fill_up(view: object) -> None:
+        full.set()
+        holder.release(everything)  # the waiter's grant is to be written at its next look
+
+    monkeypatch.setattr(waiter._file, "_write", written)
+    with pytest.raises(LedgerError, match="No space left on device"):
+        waiter.acquire({"GPU": 8}, wait=True, on_wait=fill_up)
+    assert [w.wants for w in holder.view().waiting] == ["GPU=8"]
+    full.clear()  # room again
+    if then == "looks again":
+        assert waiter.grants() == []
+    wait_until(lambda: holder.view().waiting == (), timeout=60)
+    one = holder.acquire({"GPU": 1})
+    assert one is not None and one.ids == {"GPU": ["0"]}
 
 
 def test_a_ledger_of_another_node_is_refused_while_it_holds_grants(

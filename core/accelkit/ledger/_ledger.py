@@ -26,9 +26,9 @@ use stay counted.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from contextlib import suppress
 from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from accelkit.errors import InvalidRequest, LedgerError
@@ -58,6 +58,7 @@ from accelkit.ledger._scope import (
     visible_scope,
 )
 from accelkit.ledger._state import LedgerState, Record, Ticket
+from accelkit.ledger._turns import Turns
 from accelkit.ledger._upkeep import OtherMachine, drop, lineage, reclaim
 from accelkit.schedule._grant import Grant
 from accelkit.schedule._request import request_key
@@ -123,7 +124,7 @@ class Ledger:
         self._fingerprint: Optional[dict[str, str]] = None
         self._fixed_scope: Optional[Scope] = None  # refuse_never_fitting's, read once
         self._fitting: set[object] = set()  # and the requests it found could fit
-        self._threads = threading.Lock()
+        self._turns = Turns(self._file)
 
     @property
     def path(self) -> Path:
@@ -198,13 +199,15 @@ class Ledger:
                     on_wait = None
                 left = None if deadline is None else deadline - time.monotonic()
                 if (stop is not None and stop()) or (left is not None and left <= 0):
-                    self._withdraw(ticket)
+                    if ticket is not None:
+                        self._turns.withdraw(ticket)
                     return None
                 time.sleep(poll if left is None else min(poll, left))
                 poll = min(poll * 2, _LAST_POLL)
         except BaseException:
-            if ticket is not None:
-                self._withdraw(ticket)
+            if ticket is not None and ticket not in self._turns.abandoned:
+                with suppress(LedgerError):  # what failed is raised; the ticket goes later
+                    self._turns.withdraw(ticket)
             raise
 
     def release(self, grant: Grant) -> None:
@@ -233,7 +236,7 @@ class Ledger:
         node = self.node  # finding the node finds what this process sees, too
         restricted = self._enclosing is not None or self._restriction is not None
         if restricted and self._fixed_scope is None:
-            with self._threads, self._file.locked() as state:
+            with self._turns.locked() as state:
                 self._fixed_scope = self._scope(state, node)
         key = (request_key(request), accelerator_type)
         if self._fixed_scope is not None and key not in self._fitting:
@@ -268,7 +271,7 @@ class Ledger:
             state = self._file.peek()
             reclaim(state, self._location, self._uuids)
             return self._view(state)
-        with self._threads, self._file.locked() as state:
+        with self._turns.locked() as state:
             reclaim(state, self._location, self._uuids)
             return self._view(state)
 
@@ -312,7 +315,7 @@ class Ledger:
         """Give ``grant`` back if the ledger still holds it; whether it did. Its steps, if any
         still run, become steps of the grant it was a step of (or grants of the node)."""
         recorded = self._in_step.recorded(grant)
-        with self._threads, self._file.locked() as state:
+        with self._turns.locked() as state:
             reclaim(state, self._location, self._uuids)
             for record in state.grants:
                 if record.token == grant.token and record.grant == recorded:
@@ -323,7 +326,7 @@ class Ledger:
     def transfer(self, grant: Grant, holder: Holder) -> None:
         """Make ``holder`` the holder of ``grant`` (a pool hands a grant to its worker process,
         so the grant lives exactly as long as the process that uses the devices)."""
-        with self._threads, self._file.locked() as state:
+        with self._turns.locked() as state:
             for record in state.grants:
                 if record.token == grant.token:
                     record.holder = holder
@@ -344,7 +347,7 @@ class Ledger:
     ) -> tuple[Optional[Grant], Optional[int], Optional[LedgerView]]:
         """One decision under the lock: (grant, ticket, view when it must wait)."""
         node = self.node
-        with self._threads, self._file.locked() as state:
+        with self._turns.locked() as state:
             reclaim(state, self._location, self._uuids)
             self._check_node(state, node)
             allocator = self._in_step.allocator(state, node)
@@ -398,16 +401,6 @@ class Ledger:
             return Grant.from_dict(record.grant)
         except ValueError as error:
             raise self._file.corrupt(str(error)) from None
-
-    def _withdraw(self, ticket: Optional[int]) -> None:
-        """Leave the queue (timed out, stopped, or interrupted)."""
-        if ticket is None:
-            return
-        with self._threads, self._file.locked() as state:
-            kept = [t for t in state.queue if t.ticket != ticket]
-            if len(kept) != len(state.queue):
-                state.queue = kept
-                state.changed = True
 
     def _check_node(self, state: LedgerState, node: Node) -> None:
         """Record this node in a new ledger; refuse a ledger whose live grants are another's."""

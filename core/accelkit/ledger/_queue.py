@@ -11,6 +11,12 @@ it could ever use what the grant takes:
   is busy);
 - a stopped waiter (Ctrl-Z, SIGSTOP) takes nothing while it is stopped: it keeps its place, and
   holds nobody back until it runs again.
+
+A waiter holds its place for as long as its process lives, however long ago it last looked: the
+ledger does not record looks (that would write the file at every look of every waiter), and a
+waiter that truly waits may go long without one (a loaded machine, a frozen cgroup, a slow file
+system); passing it would break first-come order. A process that stops waiting takes its ticket
+out itself, even when the ledger fails as it does (:mod:`~accelkit.ledger._turns`).
 """
 
 from __future__ import annotations
