@@ -254,10 +254,37 @@ def test_a_waiter_that_sees_some_devices_holds_back_only_grants_of_those(
     beside = everything.acquire({"GPU": 1})
     assert beside is not None and beside.ids == {"GPU": ["1"]}  # nothing the waiter could use
     everything.release(zero)
-    assert everything.acquire({"GPU": 1}) is None  # GPU 0 would be first: the waiter's turn
+    around = everything.acquire({"GPU": 1})  # GPU 0 would be first, but it is the waiter's turn
+    assert around is not None and around.ids == {"GPU": ["2"]}
     assert restricted.acquire({"GPU": 1}) is None  # a request that does not wait queues too
     served = restricted._decide({"GPU": 1}, None, Holder.current(), ticket, "GPU=1", True, None)
     assert served[0] is not None and served[0].ids == {"GPU": ["0"]}
+
+
+def test_a_request_held_back_by_a_restricted_waiter_takes_other_devices(
+    ledger_path: Path,
+) -> None:
+    """GPU 0 half held, a shell that sees only GPU 0 waiting for a whole GPU: best fit put every
+    request for half a GPU on GPU 0, where the waiter held it back, so it waited with seven GPUs
+    idle. It is placed again around the devices such waiters see, whatever the requester
+    sees; a waiter that sees every device still holds back every grant."""
+    everything = Ledger(ledger_path, host=load_snapshot(H100))
+    half = everything.acquire({"GPU": 0.5})
+    assert half is not None and half.ids == {"GPU": ["0"]}
+    waiting = seeing(ledger_path, "0")._decide(
+        {"GPU": 1}, None, Holder.current(), None, "GPU=1", True, None
+    )
+    assert waiting[1] is not None
+    beside = everything.acquire({"GPU": 0.5})
+    assert beside is not None and beside.ids == {"GPU": ["1"]}
+    packed = everything.acquire({"GPU": 0.5})
+    assert packed is not None and packed.ids == {"GPU": ["1"]}
+    restricted = seeing(ledger_path, "0,2").acquire({"GPU": 0.5})
+    assert restricted is not None and restricted.ids == {"GPU": ["2"]}
+    assert seeing(ledger_path, "0").acquire({"GPU": 0.5}) is None  # behind the waiter, for GPU 0
+    unrestricted = everything._decide({"GPU": 8}, None, Holder.current(), None, "GPU=8", True, None)
+    assert unrestricted[1] is not None
+    assert everything.acquire({"GPU": 1}) is None  # first come, first served
 
 
 @pytest.mark.parametrize(

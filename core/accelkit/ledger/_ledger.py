@@ -47,9 +47,10 @@ from accelkit.ledger._identity import (
 )
 from accelkit.ledger._in_step import InStep
 from accelkit.ledger._location import location_of
-from accelkit.ledger._queue import held_back
+from accelkit.ledger._queue import held_back, reserved
 from accelkit.ledger._scope import (
     Scope,
+    acquire_around,
     acquire_in,
     describe,
     enclosing_record,
@@ -356,14 +357,22 @@ class Ledger:
             if scope is None:
                 grant = allocator.acquire(request, accelerator_type=accelerator_type)
             else:
-                used = [self._grant(r) for r in state.grants if r.parent == parent]
+                used = self._used(state, parent)
                 grant = acquire_in(
                     scope, node, self._registry, used, request, accelerator_type, wants
                 )
-            if grant is not None and held_back(grant, state.queue, parent, ticket):
+            ahead = reserved(state.queue, parent, ticket)
+            if grant is not None and held_back(grant, ahead):
                 if scope is None:
                     allocator.release(grant)  # validated, and it fits, but others came first
                 grant = None
+                if ahead is not None:  # waiters that see some devices: it may fit beside them
+                    used = self._used(state, parent)
+                    grant = acquire_around(
+                        scope, node, self._registry, used, request, accelerator_type, ahead
+                    )
+                    if grant is not None and scope is None:
+                        allocator.restore([grant])  # the allocator holds what is recorded
             if grant is not None:
                 record = Record(
                     grant.to_dict(), holder, time.time(), os.getuid(), parent=parent, note=note
@@ -394,6 +403,10 @@ class Ledger:
         if self._restriction is not None:
             return visible_scope(self._restriction, node)
         return None
+
+    def _used(self, state: LedgerState, parent: Optional[int]) -> list[Grant]:
+        """The grants of ``parent``'s level (None: the node's), beside which a request takes."""
+        return [self._grant(r) for r in state.grants if r.parent == parent]
 
     def _grant(self, record: Record) -> Grant:
         """The recorded grant; a record that does not read as one makes the ledger corrupt."""

@@ -17,7 +17,7 @@ serve does.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from accelkit.errors import LedgerError, Unsatisfiable
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Scope",
+    "acquire_around",
     "acquire_in",
     "describe",
     "enclosing_record",
@@ -126,6 +127,26 @@ def acquire_in(
     return _allocator(scope, node, registry, used).acquire(
         request, accelerator_type=accelerator_type
     )
+
+
+def acquire_around(
+    scope: Optional[Scope],
+    node: Node,
+    registry: Optional[Registry],
+    used: Sequence[Grant],
+    request: Mapping[str, object],
+    accelerator_type: Optional[str],
+    reserved: Collection[DeviceKey],
+) -> Optional[Grant]:
+    """A grant of ``request`` from ``scope`` (None: the node's level), beside the grants ``used``
+    there, that takes none of the ``reserved`` devices (waiters ahead of it wait for them); None
+    when none fits now. Placed as the node places it, with stand-ins holding those devices."""
+    if scope is None:
+        everything = dict.fromkeys(((d.family, d.id) for d in allocatable(node)), UNIT)
+        scope = Scope(everything, {}, "the node", None)
+    free = {key: units for key, units in scope.devices.items() if key not in reserved}
+    allocator = _allocator(scope._replace(devices=free), node, registry, used)
+    return allocator.acquire(request, accelerator_type=accelerator_type)
 
 
 def never_fitting(
