@@ -18,7 +18,7 @@ from accelkit import InvalidRequest, LedgerError, Node, Unsatisfiable
 from accelkit.ledger import _file as ledger_file
 from accelkit.ledger._holder import Holder, boot_id
 from accelkit.ledger._ledger import Ledger
-from accelkit.ledger._state import LedgerState
+from accelkit.ledger._state import LedgerState, Ticket
 from ledger_support import HoldingProcess, hold_in_turn, run
 
 
@@ -430,6 +430,23 @@ def test_a_waiter_whose_ledger_failed_leaves_no_ticket_behind(
     wait_until(lambda: holder.view().waiting == (), timeout=60)
     one = holder.acquire({"GPU": 1})
     assert one is not None and one.ids == {"GPU": ["0"]}
+
+
+def test_a_ticket_given_up_on_is_taken_out_only_as_this_process_s(
+    ledger_path: Path, h100: Node
+) -> None:
+    """The number of a ticket given up on may be given again by a ledger made anew (removed, as
+    the corrupt-ledger advice says, while this process lived on): another process's waiting
+    ticket of that number stays in the queue."""
+    ledger = Ledger(ledger_path, h100)
+    assert ledger.grants() == []
+    other = Holder.of(os.getppid())
+    assert other is not None
+    with ledger._file.locked() as state:
+        state.queue.append(Ticket(1, other, "GPU=8", time.time()))
+        state.changed = True
+    ledger._turns._abandoned.add(1)
+    assert [w.wants for w in ledger.view().waiting] == ["GPU=8"]
 
 
 def test_a_ledger_of_another_node_is_refused_while_it_holds_grants(

@@ -21,6 +21,7 @@ from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING
 
 from accelkit.errors import LedgerError
+from accelkit.ledger._holder import Holder
 
 if TYPE_CHECKING:
     from accelkit.ledger._file import LedgerFile
@@ -57,7 +58,8 @@ class Turns:
         with self._threads:
             abandoned = set(self._abandoned)
             with self._file.locked() as state:
-                kept = [t for t in state.queue if t.ticket not in abandoned]
+                mine = Holder.current()  # a ledger made anew may give the numbers again
+                kept = [t for t in state.queue if t.ticket not in abandoned or t.holder != mine]
                 if len(kept) != len(state.queue):
                     state.queue = kept
                     state.changed = True
