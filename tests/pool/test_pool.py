@@ -199,6 +199,29 @@ def test_a_worker_killed_mid_call_fails_its_future_and_its_grant_returns(
         assert ledger.grants() == []
 
 
+@pytest.mark.parametrize("how", ["background", "fork", "socket"])
+def test_a_worker_that_dies_leaving_children_fails_its_call_at_once(
+    ledger: Ledger, tmp_path: Path, how: str
+) -> None:
+    """A call started a program in the background, or forked, then its worker died: the
+    children kept the worker's end of the pool's socket, so the pool saw no end of it, and the
+    call failed only once they ended (``shutdown(wait=True)`` waited for them). The children
+    get no copy of the socket now, and the pool notices the worker's own end, even when a child
+    holds one (given it, or forked by a C library)."""
+    child = tmp_path / "child"
+    with pool_of(ledger) as pool:
+        future = pool.submit(targets.die_leaving_a_child, how, str(child), resources={"GPU": 1})
+        try:
+            with pytest.raises(WorkerCrashed, match="was killed by SIGKILL"):
+                future.result(timeout=60)
+            if how != "socket" and Path("/proc/self/fd").is_dir():
+                fds = Path(f"/proc/{int(wait_for(child))}/fd")
+                assert not [fd for fd in fds.iterdir() if os.readlink(fd).startswith("socket:")]
+        finally:
+            os.kill(int(wait_for(child)), signal.SIGKILL)
+    assert ledger.grants() == []
+
+
 def test_cancelling_a_waiting_call_and_shutting_down_with_cancel_futures(
     ledger: Ledger, tmp_path: Path
 ) -> None:

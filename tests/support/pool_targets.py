@@ -4,7 +4,9 @@ when a worker imported it, which the pool must have set before."""
 from __future__ import annotations
 
 import os
+import shlex
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -56,6 +58,25 @@ def hold(gate: str, started: str) -> str:
     while not Path(gate).exists():
         time.sleep(0.01)
     return os.environ.get("CUDA_VISIBLE_DEVICES", "")
+
+
+def die_leaving_a_child(how: str, pid_file: str) -> None:
+    """Start a child that outlives the worker, its pid written to ``pid_file``, then die as a
+    crashing worker does. ``how``: "background" (``os.system``, whose programs keep the fds
+    the worker may pass on), "fork", or "socket" (a program in the background given a copy of
+    the worker's socket, as a C library's fork would keep one)."""
+    if how == "fork":
+        child = os.fork()
+        if child == 0:
+            time.sleep(600)
+            os._exit(0)
+        Path(pid_file).write_text(str(child))
+    else:
+        if how == "socket":
+            copy = os.dup(int(sys.argv[1]))  # the worker's end: main(["-c", FD, PARENT])
+            os.set_inheritable(copy, True)
+        os.system(f"sleep 600 & echo $! > {shlex.quote(pid_file)}")
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def interrupted(dies: bool) -> None:

@@ -51,7 +51,7 @@ _WATCH_SECONDS = 0.5
 def main(argv: list[str]) -> int:
     """Serve calls until the pool goes away."""
     _end_with(int(argv[2]))
-    connection = Connection(int(argv[1]))
+    connection = _own(Connection(int(argv[1])))
     setup = connection.recv()
     sys.path[:] = setup["sys_path"]
     imported_main = False
@@ -68,6 +68,18 @@ def main(argv: list[str]) -> int:
             connection.send_bytes(main_failure)
         else:
             connection.send_bytes(_answer(payload))
+
+
+def _own(connection: Connection) -> Connection:
+    """``connection``, kept to this process. A call may start processes that outlive it: a
+    program in the background (``os.system("logger &")``), or forked ones (multiprocessing's,
+    a data loader's). Had they the pool's socket too, the pool would see no end of it when this
+    process dies while they run, and would fail the call only once they end; a forked one could
+    even answer the pool in this process's place. Programs started get no copy of it
+    (close-on-exec), and forked processes close theirs."""
+    os.set_inheritable(connection.fileno(), False)
+    os.register_at_fork(after_in_child=connection.close)
+    return connection
 
 
 def _answer(payload: bytes) -> bytes:

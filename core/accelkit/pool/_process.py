@@ -26,6 +26,8 @@ __all__ = ["RemoteTraceback", "WorkerProcess", "main_module"]
 
 _STOP_SECONDS = 5.0
 """How long a worker told to stop may take to exit before it is killed."""
+_LOOK_SECONDS = 0.5
+"""How often the pool looks whether a worker running a call has ended."""
 
 
 _WORKER_MAIN = """
@@ -79,7 +81,7 @@ class WorkerProcess:
         """Run one pickled call; its result, or raise its exception (or WorkerCrashed)."""
         try:
             self._connection.send((main, payload))
-            answer = self._connection.recv_bytes()
+            answer = self._answer()
         except (EOFError, OSError):
             raise self._crashed(name) from None
         finally:
@@ -96,6 +98,16 @@ class WorkerProcess:
         error: BaseException = outcome[1]
         error.__cause__ = RemoteTraceback(outcome[2])
         raise error
+
+    def _answer(self) -> bytes:
+        """The worker's answer to the call sent; ``EOFError`` when the worker ended without one.
+        The end of the worker's socket may not come with the worker's end: a process the call
+        started may hold a copy of it (a C library's fork, which the worker cannot see), so the
+        worker's own end is looked for every :data:`_LOOK_SECONDS` too."""
+        while not self._connection.poll(_LOOK_SECONDS):
+            if self.process.poll() is not None and not self._connection.poll(0):
+                raise EOFError
+        return self._connection.recv_bytes()
 
     def interrupted(self, error: Optional[BaseException]) -> bool:
         """Whether SIGINT ended this worker's call, which failed with ``error``: the call raised
