@@ -120,6 +120,66 @@ def test_a_forked_child_exits_without_waiting_for_the_parents_pools(
     assert result.returncode == 0, result.stderr
 
 
+FORKED_WHILE_DECIDING = """
+import json, os, signal, sys, threading, time
+from accelkit import Node
+from accelkit.ledger._ledger import Ledger
+from accelkit.pool._pool import AcceleratorPool
+
+if __name__ == "__main__":
+    node = Node.from_dict(json.load(open(sys.argv[2])))
+    ledger = Ledger(sys.argv[1], node)
+    pool = AcceleratorPool(node, ledger=ledger)
+    assert pool.submit(abs, -1).result() == 1
+    held, done = threading.Event(), threading.Event()
+
+    def decide():  # another thread decides at the fork: the child gets its locks held
+        with ledger._turns._threads, ledger._file._threads:
+            held.set()
+            done.wait()
+
+    deciding = threading.Thread(target=decide)
+    deciding.start()
+    held.wait()
+    child = os.fork()
+    if child == 0:
+        ledger.release(ledger.acquire({"GPU": 1}))
+        try:
+            pool.submit(abs, -2)
+        except RuntimeError as error:
+            print(error, flush=True)
+            os._exit(0)
+        os._exit(3)  # accepted, and never to run
+    done.set()
+    deciding.join()
+    deadline = time.monotonic() + 30
+    while os.waitpid(child, os.WNOHANG) == (0, 0):
+        if time.monotonic() > deadline:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            sys.exit("the forked child still had not used the ledger after 30 s")
+        time.sleep(0.01)
+    pool.shutdown()
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_forked_child_uses_the_ledger_and_is_told_the_pool_is_not_its_own(
+    ledger: Ledger, node_files: dict[str, Path], tmp_path: Path
+) -> None:
+    """A thread that held the ledger's locks at the fork left them held in the child, which
+    waited for them forever; and the child's submit to its parent's pool was accepted, its call
+    never to run (the workers and the dispatcher are the parent's)."""
+    script = tmp_path / "forking.py"
+    script.write_text(FORKED_WHILE_DECIDING)
+    argv = [sys.executable, str(script), str(ledger.path), str(node_files["nvidia-h100-8gpu"])]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=90)
+    assert result.returncode == 0, result.stderr
+    assert "from which this process" in result.stdout
+    assert "was forked" in result.stdout
+    assert ledger.grants() == []
+
+
 def test_calls_started_once_the_exit_began_run_one_at_a_time_without_threads(
     ledger: Ledger, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -26,6 +26,7 @@ from contextlib import contextmanager, suppress
 from typing import Optional
 
 from accelkit.errors import LedgerError
+from accelkit.ledger._forks import renew_after_fork
 from accelkit.ledger._holder import boot_id
 from accelkit.ledger._location import LEDGER_VAR
 from accelkit.ledger._state import (
@@ -43,8 +44,9 @@ __all__ = ["LedgerFile"]
 class LedgerFile:
     """One ledger file: read it, change it under the lock, replace it atomically.
 
-    Thread-safe: threads of one process take turns (a lock per object), processes take turns on
-    the file lock, which is opened again after a fork (a child must never share its parent's).
+    Thread-safe: threads of one process take turns (a lock per object, a forked child's its
+    own), processes take turns on the file lock, which is opened again after a fork (a child
+    must never share its parent's).
     """
 
     def __init__(self, path: str, *, private_parent: bool = False) -> None:
@@ -59,6 +61,17 @@ class LedgerFile:
         self._fd: Optional[int] = None
         self._fd_pid = 0
         self._mode = 0o600
+        renew_after_fork(self)
+
+    def after_fork(self) -> None:
+        """In a forked child: a lock of its own for its threads (a thread of the parent may have
+        held it), and no copy of the parent's lock file descriptor, through which the child
+        would keep the parent's lock held once the parent ended."""
+        self._threads = threading.Lock()
+        if self._fd is not None:
+            with suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
 
     @contextmanager
     def locked(self) -> Iterator[LedgerState]:

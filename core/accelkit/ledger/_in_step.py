@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Optional
 
 from accelkit.errors import LedgerError
+from accelkit.ledger._forks import renew_after_fork
 from accelkit.schedule._allocator import Allocator
 from accelkit.schedule._grant import Grant
 
@@ -32,6 +33,12 @@ class InStep:
         self._allocator: Optional[Allocator] = None
         self._mirror: dict[int, tuple[dict[str, Any], Grant]] = {}
         """Token -> (recorded dict, grant) of every grant restored into ``_allocator``."""
+        renew_after_fork(self)
+
+    def after_fork(self) -> None:
+        """In a forked child: an allocator made again at the next decision (a thread of the
+        parent may have been bringing this one in step)."""
+        self._allocator = None
 
     def allocator(self, state: LedgerState, node: Node) -> Allocator:
         """The allocator of ``node``, holding exactly the grants ``state`` records at the node's

@@ -21,6 +21,7 @@ from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING
 
 from accelkit.errors import LedgerError
+from accelkit.ledger._forks import renew_after_fork
 from accelkit.ledger._holder import Holder
 
 if TYPE_CHECKING:
@@ -45,6 +46,14 @@ class Turns:
         """Tickets given up on while the ledger failed, still to take out of the queue."""
         self._retrying = False  # whether a thread tries again to take them out
         self._retry_lock = threading.Lock()
+        renew_after_fork(self)
+
+    def after_fork(self) -> None:
+        """In a forked child: locks of its own (a thread of the parent may have held them) and
+        no thread that tries again (it stayed in the parent)."""
+        self._threads = threading.Lock()
+        self._retry_lock = threading.Lock()
+        self._retrying = False
 
     @property
     def abandoned(self) -> frozenset[int]:

@@ -96,6 +96,7 @@ class AcceleratorPool(Executor):
                 "give the ledger that node, or leave node out"
             )
         self._registry = registry
+        self._pid = os.getpid()  # a forked child's copy of the pool is none of its own
         self._handover = Handover(self._ledger, registry)
         self._max_workers = max_workers or max(os.cpu_count() or 1, len(self._node.devices))
         self._device_resources = {d.resource_name for d in self._node.devices}
@@ -131,8 +132,15 @@ class AcceleratorPool(Executor):
         this process runs on, or the devices it sees) can never serve,
         :class:`~accelkit.InvalidRequest` for a malformed one, ``ValueError`` for a bad
         ``max_calls``, pickling errors for a call that cannot be sent to a process, and
-        ``RuntimeError`` after :meth:`shutdown`.
+        ``RuntimeError`` after :meth:`shutdown`, and in a process forked from the pool's.
         """
+        if os.getpid() != self._pid:
+            raise RuntimeError(
+                f"this pool is process {self._pid}'s, from which this process (pid "
+                f"{os.getpid()}) was forked: its workers and the thread that starts calls are "
+                "there, not here, so a call submitted here would never run. Make a pool in this "
+                "process"
+            )
         request = dict(resources or {})
         validate_request(request, self._node, registry=self._registry)
         self._ledger.refuse_never_fitting(request)
@@ -189,7 +197,13 @@ class AcceleratorPool(Executor):
 
         A future's done-callback may call this: its own future is done by then, and the others
         are waited for until they are done, not until their callbacks have returned (which
-        could be waiting for this one)."""
+        could be waiting for this one).
+
+        In a process forked from the pool's, this does nothing: the pool's workers and calls
+        are its parent's (and a thread of the parent may have held the pool's lock at the
+        fork, which nothing would release here)."""
+        if os.getpid() != self._pid:
+            return
         with self._condition:
             self._closing = True
             held = self._hold_back() if cancel_futures else []
