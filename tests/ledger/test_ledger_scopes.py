@@ -505,6 +505,29 @@ def test_an_override_of_plain_capacity_meets_the_physical_node(ledger_path: Path
     assert after is not None and after.ids == {"GPU": ["2"]}
 
 
+def test_overrides_of_plain_capacity_that_differ_lock_no_user_out(ledger_path: Path) -> None:
+    """One user's override gives 2 of ``scratch_disk``, another's 1: while the first held 2, the
+    second could take nothing, not a GPU, and was told to remove the ledger (whose grants
+    live). Held beyond its own capacity, the capacity is used up, and nothing else."""
+    host = load_snapshot(H100)
+    two = Ledger(ledger_path, host=host, overrides={"scratch_disk": 2})
+    one = Ledger(ledger_path, host=host, overrides={"scratch_disk": 1})
+    both = two.acquire({"GPU": 1, "scratch_disk": 2})
+    assert both is not None and both.ids == {"GPU": ["0"]}
+    gpu = one.acquire({"GPU": 1})
+    assert gpu is not None and gpu.ids == {"GPU": ["1"]}
+    assert one.acquire({"scratch_disk": 1}) is None  # its one is used up
+    half = two.acquire({"scratch_disk": 0.5})  # nothing left of the first's two either
+    assert half is None
+    two.release(both)
+    disk = one.acquire({"scratch_disk": 1})
+    assert disk is not None
+    assert two.acquire({"scratch_disk": 1}) is not None  # its second one
+    assert one.acquire({"scratch_disk": 0.5}) is None  # both held: its one is used up again
+    one.release(disk)
+    assert one.acquire({"scratch_disk": 0.5}) is None  # the other's holds its one
+
+
 def test_a_node_given_already_narrowed_meets_the_physical_node(ledger_path: Path) -> None:
     """``Ledger(node=detect_node())`` in a restricted shell, as a pool given its node does."""
     assert Ledger(ledger_path, host=load_snapshot(H100)).acquire({"GPU": 1}) is not None

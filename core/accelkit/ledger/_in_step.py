@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from accelkit.errors import LedgerError
 from accelkit.ledger._forks import renew_after_fork
+from accelkit.quantities import UNIT, from_units, json_amount
 from accelkit.schedule._allocator import Allocator
 from accelkit.schedule._grant import Grant
 
@@ -33,6 +34,7 @@ class InStep:
         self._allocator: Optional[Allocator] = None
         self._mirror: dict[int, tuple[dict[str, Any], Grant]] = {}
         """Token -> (recorded dict, grant) of every grant restored into ``_allocator``."""
+        self._short = False  # whether a grant is counted short of what it records
         renew_after_fork(self)
 
     def after_fork(self) -> None:
@@ -43,11 +45,13 @@ class InStep:
     def allocator(self, state: LedgerState, node: Node) -> Allocator:
         """The allocator of ``node``, holding exactly the grants ``state`` records at the node's
         level; a :class:`~accelkit.LedgerError` when they do not fit on ``node``."""
+        recorded = {r.token: r.grant for r in state.grants if r.parent is None}
+        if self._short and any(recorded.get(t) != data for t, (data, _g) in self._mirror.items()):
+            self._allocator = None  # counted short: count again what the others hold
         if self._allocator is None:
             self._allocator = Allocator(node, registry=self._registry)
-            self._mirror = {}
+            self._mirror, self._short = {}, False
         allocator = self._allocator
-        recorded = {r.token: r.grant for r in state.grants if r.parent is None}
         for token, (data, grant) in list(self._mirror.items()):
             if recorded.get(token) != data:
                 allocator.release(grant)
@@ -55,7 +59,7 @@ class InStep:
         new = [(token, data) for token, data in recorded.items() if token not in self._mirror]
         if new:
             try:
-                grants = [Grant.from_dict(_counted_on(node, data)) for _token, data in new]
+                grants = self._counted(allocator, node, [data for _token, data in new])
                 allocator.restore(grants)
             except ValueError as error:
                 self._allocator = None
@@ -76,14 +80,35 @@ class InStep:
         mirrored = self._mirror.get(grant.token)
         return mirrored[0] if mirrored and mirrored[1] == grant else grant.to_dict()
 
+    def _counted(
+        self, allocator: Allocator, node: Node, recorded: list[dict[str, Any]]
+    ) -> list[Grant]:
+        """The ``recorded`` grants as this process counts them beside what ``allocator`` holds.
 
-def _counted_on(node: Node, data: dict[str, Any]) -> dict[str, Any]:
-    """A recorded grant as this process counts it: less plain capacity its node lacks, which
-    an operator's override gave the holder (``scratch_disk=2`` for one user) and which the
-    processes so configured count among themselves; the grant's devices are everyone's."""
-    resources = data.get("resources")
-    if not isinstance(resources, dict):
-        return data  # malformed: Grant.from_dict says so
-    known = {*node.resources, *(d.resource_name for d in node.devices)}
-    kept = {name: amount for name, amount in resources.items() if name in known}
-    return data if len(kept) == len(resources) else {**data, "resources": kept}
+        Plain capacity (``scratch_disk``) is the operator's to give per user: an override gives
+        one user's processes 2, another's 1, and each counts it among its own. Here, capacity
+        this process's node lacks is left out, and grants holding more than its node has free
+        count as holding the rest of it: all of it is used, rather than the ledger refused as
+        one this node cannot hold (every request of this user's, for a GPU too, failed, saying
+        to remove a ledger whose grants are live). The grants' devices are everyone's."""
+        counted = {*node.resources, *(d.resource_name for d in node.devices)}
+        plain = set(node.resources) - {d.resource_name for d in node.devices}
+        free = {name: round(amount * UNIT) for name, amount in allocator.available().items()}
+        grants = []
+        for data in recorded:
+            resources = data.get("resources")
+            if isinstance(resources, dict):  # else malformed: Grant.from_dict says so
+                kept = {}
+                for name, amount in resources.items():
+                    if name in plain:
+                        what = f"{name} of grant {data.get('token')}"
+                        held = round(json_amount(amount, what) * UNIT)
+                        units = min(held, free[name])
+                        self._short = self._short or units < held
+                        free[name] -= units
+                        amount = from_units(units)
+                    if name in counted:
+                        kept[name] = amount
+                data = {**data, "resources": kept}
+            grants.append(Grant.from_dict(data))
+        return grants
