@@ -65,10 +65,12 @@ def test_ray_start_parses_the_arguments_into_the_node_resources_and_labels(node:
 
 @NEEDS_RAY
 def test_rays_accelerator_resources_are_the_ones_ray_detects() -> None:
-    """The core's list of what a raylet detects on its own is Ray's, for the Ray installed."""
+    """The core's list of what a raylet detects on its own holds everything the installed Ray
+    detects (an older Ray, as on Python 3.9, detects fewer; a newer one that detects more fails
+    this, and its names join the list)."""
     from ray._private.accelerators import get_all_accelerator_resource_names
 
-    assert set(RAY_ACCELERATOR_RESOURCES) == get_all_accelerator_resource_names()
+    assert get_all_accelerator_resource_names() <= set(RAY_ACCELERATOR_RESOURCES)
     assert len(RAY_ACCELERATOR_RESOURCES) == len(set(RAY_ACCELERATOR_RESOURCES))
 
 
