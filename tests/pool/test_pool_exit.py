@@ -74,18 +74,16 @@ def test_at_exit_a_pool_waiting_for_another_pools_idle_worker_is_served(
     assert ledger.grants() == []
 
 
-FORKING = """
-import os, signal, sys, threading, time
-from accelkit.pool import _exit
-from accelkit.pool._pool import AcceleratorPool
-
-if __name__ == "__main__":
-    pool = AcceleratorPool(ledger=sys.argv[1])
-    pool.submit(abs, -1).result()  # the pool has a dispatcher: it is waited for at exit
+FORKS = """
+def fork_holding(*locks):
+    # fork while another thread holds ``locks``: the child has them held, with no thread to
+    # release them; the parent's thread lets go once the child is made
     held, done = threading.Event(), threading.Event()
 
-    def hold():  # another thread holds the locks at the fork: in the child, for ever
-        with _exit._exit_lock, pool._condition:
+    def hold():
+        with contextlib.ExitStack() as stack:
+            for lock in locks:
+                stack.enter_context(lock)
             held.set()
             done.wait()
 
@@ -96,17 +94,40 @@ if __name__ == "__main__":
     if child:
         done.set()
         holder.join()
-    if child == 0:
-        sys.exit(0)  # the child's exit must not wait for the parent's pool, nor its locks
-    deadline = time.monotonic() + 20
+    return child
+
+
+def reap(child, seconds, what):
+    # wait for the forked child; one still there after ``seconds`` is killed and reported
+    deadline = time.monotonic() + seconds
     while os.waitpid(child, os.WNOHANG) == (0, 0):
         if time.monotonic() > deadline:
             os.kill(child, signal.SIGKILL)
             os.waitpid(child, 0)
-            sys.exit("the forked child still had not exited after 20 s")
+            sys.exit(f"the forked child still had not {what} after {seconds} s")
         time.sleep(0.01)
+"""
+"""Forking and reaping for the scripts below, which run in processes of their own."""
+
+
+FORKING = (
+    """
+import contextlib, os, signal, sys, threading, time
+from accelkit.pool import _exit
+from accelkit.pool._pool import AcceleratorPool
+"""
+    + FORKS
+    + """
+if __name__ == "__main__":
+    pool = AcceleratorPool(ledger=sys.argv[1])
+    pool.submit(abs, -1).result()  # the pool has a dispatcher: it is waited for at exit
+    child = fork_holding(_exit._exit_lock, pool._condition)
+    if child == 0:
+        sys.exit(0)  # the child's exit must not wait for the parent's pool, nor its locks
+    reap(child, 20, "exited")
     pool.shutdown()
 """
+)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
@@ -120,28 +141,22 @@ def test_a_forked_child_exits_without_waiting_for_the_parents_pools(
     assert result.returncode == 0, result.stderr
 
 
-FORKED_WHILE_DECIDING = """
-import json, os, signal, sys, threading, time
+FORKED_WHILE_DECIDING = (
+    """
+import contextlib, json, os, signal, sys, threading, time
 from accelkit import Node
 from accelkit.ledger._ledger import Ledger
 from accelkit.pool._pool import AcceleratorPool
-
+"""
+    + FORKS
+    + """
 if __name__ == "__main__":
     node = Node.from_dict(json.load(open(sys.argv[2])))
     ledger = Ledger(sys.argv[1], node)
     pool = AcceleratorPool(node, ledger=ledger)
     assert pool.submit(abs, -1).result() == 1
-    held, done = threading.Event(), threading.Event()
-
-    def decide():  # another thread decides at the fork: the child gets its locks held
-        with ledger._turns._threads, ledger._file._threads:
-            held.set()
-            done.wait()
-
-    deciding = threading.Thread(target=decide)
-    deciding.start()
-    held.wait()
-    child = os.fork()
+    # another thread decides at the fork: the child gets its locks held
+    child = fork_holding(ledger._turns._threads, ledger._file._threads)
     if child == 0:
         ledger.release(ledger.acquire({"GPU": 1}))
         try:
@@ -150,17 +165,10 @@ if __name__ == "__main__":
             print(error, flush=True)
             os._exit(0)
         os._exit(3)  # accepted, and never to run
-    done.set()
-    deciding.join()
-    deadline = time.monotonic() + 30
-    while os.waitpid(child, os.WNOHANG) == (0, 0):
-        if time.monotonic() > deadline:
-            os.kill(child, signal.SIGKILL)
-            os.waitpid(child, 0)
-            sys.exit("the forked child still had not used the ledger after 30 s")
-        time.sleep(0.01)
+    reap(child, 30, "used the ledger")
     pool.shutdown()
 """
+)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
