@@ -564,6 +564,21 @@ def test_a_ledger_corrupted_around_a_live_grant_is_reported_never_reset(
     assert ledger_path.read_text() == content  # never reset
 
 
+def test_grants_recorded_as_steps_of_each_other_make_the_ledger_corrupt(
+    ledger_path: Path, h100: Node
+) -> None:
+    """Two grants each a step of the other are counted under neither, as a step of no grant is."""
+    ledger = Ledger(ledger_path, h100)
+    first, second = ledger.acquire({"GPU": 4}), ledger.acquire({"GPU": 4})
+    assert first is not None and second is not None
+    data = json.loads(ledger_path.read_text())
+    data["grants"][0]["parent"] = second.token
+    data["grants"][1]["parent"] = first.token
+    ledger_path.write_text(json.dumps(data))
+    with pytest.raises(LedgerError, match=r"is corrupt \(grant \d+ is a step of itself"):
+        Ledger(ledger_path, h100).acquire({"GPU": 1})
+
+
 def test_the_cli_names_a_too_deeply_nested_ledger(ledger_path: Path) -> None:
     ledger_path.write_text("[" * 100_000 + "]" * 100_000)
     shown = run(ledger_path, "ps")
