@@ -202,10 +202,14 @@ def _nothing_granted(
     why = "--hide-others" if args.hide_others else "a request for no device, as in accelkit run"
     hide = f"{len(env)} variable(s) that hide the node's devices ({why})"
     keep = "this shell keeps the devices it sees"
-    if args.format == "json":
-        done = f"printing the grant, its env {f'holding {hide}' if env else f'empty: {keep}'}"
+    if args.format == "json" and env:
+        done = f"printing the grant, its env holding {hide}"
+    elif args.format == "json":
+        done = f"printing the grant, its env empty: {keep}"
+    elif env:
+        done = f"printing {hide}"
     else:
-        done = f"printing {hide}" if env else f"printing nothing: {keep}"
+        done = f"printing nothing: {keep}"
     return f"{what} takes no device; {done}"
 
 

@@ -191,12 +191,11 @@ def _misnumbered(name: str, records: Sequence[_Record]) -> list[str]:
     run on GPU 2."""
     if any(r.files is None for r in records):
         return []
-    ids = [device_id for r in records for device_id in r.ids]
-    places = itertools.count()
+    placed = [(r, device_id) for r in records for device_id in r.ids]  # in SLURM's order
+    ids = [device_id for _, device_id in placed]
     misplaced = [
         r.variable
-        for r in records
-        for device_id, place in zip(r.ids, places)
+        for place, (r, device_id) in enumerate(placed)
         if _slurm_flag(r) is not None and device_id != str(place)
     ]
     if not misplaced:
